@@ -1,0 +1,390 @@
+//! `PrefetchOptions`: the `prefetch.*` session settings.
+
+use std::any::Any;
+use std::fmt;
+use std::str::FromStr;
+
+use datafusion::common::config::{ConfigEntry, ConfigExtension, ExtensionOptions};
+use datafusion::common::{DataFusionError, Result};
+
+use super::byte_size::ByteSize;
+
+/// How a scan fetches Parquet bytes ahead of its decoder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PrefetchPolicy {
+    /// Exactly stock DataFusion: one request at a time, no read-ahead. The baseline.
+    Off,
+    /// Each demand fetch is widened with the next row groups' projected column
+    /// chunks, up to the window. I/O and decode still alternate, but with fewer
+    /// round trips.
+    Batched,
+    /// While row group *k* decodes, row groups *k+1…* are fetched in the
+    /// background up to the window, and upcoming files are opened ahead.
+    #[default]
+    Pipelined,
+}
+
+/// Policies that are planned but not implemented yet; refused with a clear error.
+const NOT_YET_IMPLEMENTED: [&str; 2] = ["streaming", "auto"];
+
+impl PrefetchPolicy {
+    /// Every policy this build accepts, in the order they are documented.
+    pub const ALL: [PrefetchPolicy; 3] = [Self::Off, Self::Batched, Self::Pipelined];
+
+    /// The name used by `SET prefetch.policy`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Batched => "batched",
+            Self::Pipelined => "pipelined",
+        }
+    }
+
+    fn accepted() -> String {
+        Self::ALL.map(Self::name).join(", ")
+    }
+}
+
+impl fmt::Display for PrefetchPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for PrefetchPolicy {
+    type Err = DataFusionError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        let wanted = s.trim().to_ascii_lowercase();
+        if let Some(policy) = Self::ALL.into_iter().find(|p| p.name() == wanted) {
+            return Ok(policy);
+        }
+        if NOT_YET_IMPLEMENTED.contains(&wanted.as_str()) {
+            return Err(DataFusionError::Configuration(format!(
+                "prefetch.policy '{wanted}' is not implemented yet; accepted values: {}",
+                Self::accepted()
+            )));
+        }
+        Err(DataFusionError::Configuration(format!(
+            "invalid value '{s}' for prefetch.policy; accepted values: {}",
+            Self::accepted()
+        )))
+    }
+}
+
+/// The `prefetch.*` settings: a DataFusion [`ConfigExtension`] with prefix `prefetch`.
+///
+/// Register it on a [`SessionConfig`](datafusion::prelude::SessionConfig) (the
+/// one-call setup in [`crate::session`] does) and every key can be changed with SQL
+/// `SET prefetch.<key> = <value>` and read with `SHOW prefetch.<key>`. Every value
+/// is validated when it is set, so a bad setting fails the `SET`, not a later query.
+///
+/// ```
+/// use datafusion::prelude::SessionConfig;
+/// use datafusion_prefetch::{PrefetchOptions, PrefetchPolicy};
+///
+/// let mut config = SessionConfig::new().with_option_extension(PrefetchOptions::default());
+/// config.options_mut().set("prefetch.policy", "batched").unwrap();
+/// config.options_mut().set("prefetch.read_ahead_window", "8MiB").unwrap();
+/// let options = config.options().extensions.get::<PrefetchOptions>().unwrap();
+/// assert_eq!(options.policy(), PrefetchPolicy::Batched);
+/// assert_eq!(options.read_ahead_window().as_u64(), 8 << 20);
+///
+/// let err = config.options_mut().set("prefetch.policy", "bogus").unwrap_err();
+/// assert!(err.to_string().contains("off, batched, pipelined"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrefetchOptions {
+    policy: PrefetchPolicy,
+    read_ahead_window: ByteSize,
+    memory_budget: ByteSize,
+    file_open_depth: usize,
+    eager_first_read_cap: ByteSize,
+}
+
+/// Largest accepted `file_open_depth`: each open-ahead file holds its footer in
+/// memory, and no store benefits from thousands of speculative opens.
+pub const MAX_FILE_OPEN_DEPTH: usize = 256;
+
+impl Default for PrefetchOptions {
+    /// Defaults measured on the `cross_file` workload (see `docs/configuration.md`).
+    fn default() -> Self {
+        Self {
+            policy: PrefetchPolicy::default(),
+            read_ahead_window: ByteSize::mib(32),
+            memory_budget: ByteSize::mib(256),
+            file_open_depth: 4,
+            eager_first_read_cap: ByteSize::mib(16),
+        }
+    }
+}
+
+/// One documented key of [`PrefetchOptions`].
+struct Key {
+    name: &'static str,
+    description: &'static str,
+}
+
+const KEYS: [Key; 5] = [
+    Key {
+        name: "policy",
+        description: "Scan policy: off (stock DataFusion), batched or pipelined",
+    },
+    Key {
+        name: "read_ahead_window",
+        description: "Bytes one scan stream may hold fetched ahead of its decoder (e.g. 32MiB)",
+    },
+    Key {
+        name: "memory_budget",
+        description: "Bytes staged by prefetching, shared by all partitions of one scan; also reserved from the runtime memory pool",
+    },
+    Key {
+        name: "file_open_depth",
+        description: "How many upcoming files get their footer fetched ahead (0 disables cross-file read-ahead)",
+    },
+    Key {
+        name: "eager_first_read_cap",
+        description: "Bytes of an upcoming file's first row group fetched before the decoder asks (0 disables)",
+    },
+];
+
+impl PrefetchOptions {
+    /// The scan policy.
+    pub fn policy(&self) -> PrefetchPolicy {
+        self.policy
+    }
+
+    /// Bytes one scan stream may hold fetched ahead of its decoder.
+    pub fn read_ahead_window(&self) -> ByteSize {
+        self.read_ahead_window
+    }
+
+    /// Bytes staged by prefetching across all partitions of one scan.
+    pub fn memory_budget(&self) -> ByteSize {
+        self.memory_budget
+    }
+
+    /// How many upcoming files are opened ahead.
+    pub fn file_open_depth(&self) -> usize {
+        self.file_open_depth
+    }
+
+    /// Bytes of an upcoming file's first row group fetched before the decoder asks.
+    pub fn eager_first_read_cap(&self) -> ByteSize {
+        self.eager_first_read_cap
+    }
+
+    /// Set one key by name (without the `prefetch.` prefix), validating the value
+    /// against the key's rules and the other settings.
+    ///
+    /// On error the options are unchanged and the message names the key and what
+    /// it accepts.
+    pub fn set_key(&mut self, key: &str, value: &str) -> Result<()> {
+        let value = value.trim();
+        let mut next = self.clone();
+        match key {
+            "policy" => next.policy = value.parse()?,
+            "read_ahead_window" => {
+                next.read_ahead_window = parse_nonzero_size(key, value)?;
+            }
+            "memory_budget" => next.memory_budget = parse_nonzero_size(key, value)?,
+            "file_open_depth" => {
+                next.file_open_depth = value
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|d| *d <= MAX_FILE_OPEN_DEPTH)
+                    .ok_or_else(|| {
+                        config_error(format!(
+                            "invalid value '{value}' for prefetch.file_open_depth: expected a whole number from 0 to {MAX_FILE_OPEN_DEPTH}"
+                        ))
+                    })?;
+            }
+            "eager_first_read_cap" => {
+                next.eager_first_read_cap = parse_size(key, value)?;
+            }
+            _ => {
+                let known = KEYS.map(|k| k.name).join(", ");
+                return Err(config_error(format!(
+                    "unknown setting 'prefetch.{key}'; known settings: {known}"
+                )));
+            }
+        }
+        next.validate()?;
+        *self = next;
+        Ok(())
+    }
+
+    /// Check the rules that relate settings to each other.
+    pub fn validate(&self) -> Result<()> {
+        if self.read_ahead_window > self.memory_budget {
+            return Err(config_error(format!(
+                "prefetch.read_ahead_window ({}) must not exceed prefetch.memory_budget ({}); \
+                 raise the budget first or choose a smaller window",
+                self.read_ahead_window, self.memory_budget
+            )));
+        }
+        Ok(())
+    }
+
+    /// Builder-style setter for the policy.
+    pub fn with_policy(mut self, policy: PrefetchPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Builder-style setter for the window and budget together, validated.
+    pub fn with_window_and_budget(
+        mut self,
+        read_ahead_window: ByteSize,
+        memory_budget: ByteSize,
+    ) -> Result<Self> {
+        self.read_ahead_window = read_ahead_window;
+        self.memory_budget = memory_budget;
+        for (key, size) in [
+            ("read_ahead_window", read_ahead_window),
+            ("memory_budget", memory_budget),
+        ] {
+            if size.as_u64() == 0 {
+                return Err(zero_error(key));
+            }
+        }
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Builder-style setter for the file-open depth, validated.
+    pub fn with_file_open_depth(mut self, depth: usize) -> Result<Self> {
+        self.set_key("file_open_depth", &depth.to_string())?;
+        Ok(self)
+    }
+
+    /// Builder-style setter for the eager first-read cap.
+    pub fn with_eager_first_read_cap(mut self, cap: ByteSize) -> Self {
+        self.eager_first_read_cap = cap;
+        self
+    }
+
+    fn value_of(&self, key: &str) -> String {
+        match key {
+            "policy" => self.policy.to_string(),
+            "read_ahead_window" => self.read_ahead_window.to_string(),
+            "memory_budget" => self.memory_budget.to_string(),
+            "file_open_depth" => self.file_open_depth.to_string(),
+            "eager_first_read_cap" => self.eager_first_read_cap.to_string(),
+            _ => unreachable!("every key in KEYS has a value"),
+        }
+    }
+}
+
+fn config_error(message: String) -> DataFusionError {
+    DataFusionError::Configuration(message)
+}
+
+fn zero_error(key: &str) -> DataFusionError {
+    config_error(format!(
+        "invalid value '0' for prefetch.{key}: expected a size of at least 1 byte \
+         (set prefetch.policy = 'off' to disable prefetching)"
+    ))
+}
+
+fn parse_size(key: &str, value: &str) -> Result<ByteSize> {
+    value
+        .parse::<ByteSize>()
+        .map_err(|e| config_error(format!("invalid value for prefetch.{key}: {e}")))
+}
+
+fn parse_nonzero_size(key: &str, value: &str) -> Result<ByteSize> {
+    let size = parse_size(key, value)?;
+    if size.as_u64() == 0 {
+        return Err(zero_error(key));
+    }
+    Ok(size)
+}
+
+impl ExtensionOptions for PrefetchOptions {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+
+    fn cloned(&self) -> Box<dyn ExtensionOptions> {
+        Box::new(self.clone())
+    }
+
+    fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        self.set_key(key, value)
+    }
+
+    fn entries(&self) -> Vec<ConfigEntry> {
+        KEYS.iter()
+            .map(|key| ConfigEntry {
+                key: format!("{}.{}", Self::PREFIX, key.name),
+                value: Some(self.value_of(key.name)),
+                description: key.description,
+            })
+            .collect()
+    }
+}
+
+impl ConfigExtension for PrefetchOptions {
+    const PREFIX: &'static str = "prefetch";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_round_trips_through_set_and_entries() {
+        let mut options = PrefetchOptions::default();
+        for (key, value) in [
+            ("policy", "batched"),
+            ("memory_budget", "1GiB"),
+            ("read_ahead_window", "64MiB"),
+            ("file_open_depth", "8"),
+            ("eager_first_read_cap", "0"),
+        ] {
+            options.set_key(key, value).unwrap();
+            let entry = options
+                .entries()
+                .into_iter()
+                .find(|e| e.key == format!("prefetch.{key}"))
+                .unwrap();
+            assert_eq!(entry.value.as_deref(), Some(value));
+        }
+    }
+
+    #[test]
+    fn refusals_name_the_key_and_what_it_accepts() {
+        let cases = [
+            ("policy", "bogus", "accepted values: off, batched, pipelined"),
+            ("policy", "streaming", "not implemented yet"),
+            ("read_ahead_window", "-1", "prefetch.read_ahead_window"),
+            ("read_ahead_window", "0", "at least 1 byte"),
+            ("memory_budget", "lots", "prefetch.memory_budget"),
+            ("memory_budget", "1MiB", "must not exceed prefetch.memory_budget"),
+            ("file_open_depth", "-2", "prefetch.file_open_depth"),
+            ("file_open_depth", "100000", "from 0 to 256"),
+            ("eager_first_read_cap", "1.5", "prefetch.eager_first_read_cap"),
+            ("nope", "1", "unknown setting 'prefetch.nope'"),
+        ];
+        for (key, value, expected) in cases {
+            let mut options = PrefetchOptions::default();
+            let err = options.set_key(key, value).unwrap_err().to_string();
+            assert!(err.contains(expected), "{key}={value}: {err}");
+            assert_eq!(options, PrefetchOptions::default(), "unchanged on error");
+        }
+    }
+
+    #[test]
+    fn window_larger_than_budget_is_refused_in_either_order() {
+        let mut options = PrefetchOptions::default();
+        assert!(options.set_key("read_ahead_window", "1GiB").is_err());
+        options.set_key("memory_budget", "2GiB").unwrap();
+        options.set_key("read_ahead_window", "1GiB").unwrap();
+        assert!(options.set_key("memory_budget", "512MiB").is_err());
+    }
+}

@@ -1,0 +1,10 @@
+//! The pure, deterministic part of the I/O scheduler: what to fetch next, what
+//! to release and what the budget allows. No tokio, no store, no clock.
+
+mod layout;
+mod scheduler;
+
+pub use layout::FileLayout;
+pub use scheduler::{
+    Action, CoreConfig, CoreStats, FetchId, FileId, Part, PartitionId, ReadPlan, ScanCore,
+};

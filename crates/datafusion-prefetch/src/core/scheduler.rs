@@ -1,0 +1,586 @@
+//! The scan scheduler's decisions, as a deterministic state machine.
+//!
+//! [`ScanCore`] never performs I/O and never looks at a clock. The async driver
+//! (`crate::io`) tells it what happened — a reader opened a file, a footer was
+//! read, the decoder asked for byte ranges, a fetch failed, a reader closed — and
+//! it answers with what to do: which ranges to serve from staged buffers, which to
+//! fetch on demand, which to fetch ahead in the background, and which background
+//! fetches to cancel. Every byte it stages is admitted against the per-stream
+//! read-ahead window and the scan-wide memory budget first, so the budget is an
+//! invariant of this type, checked by its unit tests without tokio or a store.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::sync::Arc;
+
+use super::layout::FileLayout;
+use crate::config::PrefetchPolicy;
+
+/// Index of a scan unit (a file, or a byte range of one) in the scan's file list.
+pub type FileId = usize;
+/// A scan partition (one output stream of the `DataSourceExec`).
+pub type PartitionId = usize;
+
+/// Identifies one background fetch (one `get_ranges` call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FetchId(pub u64);
+
+/// The limits the scheduler works within.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoreConfig {
+    /// The scan policy. `Off` never reaches the core.
+    pub policy: PrefetchPolicy,
+    /// Bytes one partition may hold fetched ahead of its decoder.
+    pub read_ahead_window: u64,
+    /// Bytes staged across all partitions of the scan.
+    pub memory_budget: u64,
+    /// How many upcoming files are opened ahead.
+    pub file_open_depth: usize,
+    /// Bytes of an upcoming file's first row group fetched before it is opened.
+    pub eager_first_read_cap: u64,
+}
+
+/// Background work the driver must start (or stop).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Read the footer of an upcoming file into the metadata cache.
+    OpenAhead {
+        /// The file to open.
+        file: FileId,
+        /// The partition that asked for it.
+        partition: PartitionId,
+    },
+    /// Fetch `ranges` of `file` in one background request batch. The bytes are
+    /// already admitted against the budget.
+    Fetch {
+        /// The fetch's identity; reads refer to its ranges by index.
+        id: FetchId,
+        /// The file to read.
+        file: FileId,
+        /// The ranges, one per column chunk.
+        ranges: Vec<Range<u64>>,
+    },
+    /// Nothing wants the bytes of this fetch any more: stop it and drop its buffers.
+    Cancel {
+        /// The fetch to stop.
+        id: FetchId,
+    },
+}
+
+/// Where the bytes for one requested range come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Part {
+    /// A slice of range `index` of a staged fetch.
+    Staged {
+        /// The fetch holding the bytes.
+        id: FetchId,
+        /// Which of the fetch's ranges.
+        index: usize,
+        /// Offset of the requested range within that fetch range.
+        offset: u64,
+        /// Length of the requested range.
+        len: u64,
+    },
+    /// Range `index` of the plan's demand fetch.
+    Demand {
+        /// Position in [`ReadPlan::demand`].
+        index: usize,
+    },
+}
+
+/// The answer to a decoder's request for byte ranges.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReadPlan {
+    /// One part per requested range, in request order.
+    pub parts: Vec<Part>,
+    /// Ranges to fetch now because nothing staged covers them.
+    pub demand: Vec<Range<u64>>,
+    /// `batched` only: extra ranges to fetch in the same request as the demand,
+    /// staged under the given id.
+    pub widened: Option<(FetchId, Vec<Range<u64>>)>,
+    /// Background work to start.
+    pub actions: Vec<Action>,
+}
+
+/// Counters the scheduler keeps; the driver publishes them as metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CoreStats {
+    /// Bytes currently staged (in flight or landed, not yet released).
+    pub staged_bytes: u64,
+    /// The most bytes ever staged at once.
+    pub peak_staged_bytes: u64,
+    /// Bytes admitted for fetching ahead of the decoder.
+    pub bytes_fetched_ahead: u64,
+    /// Bytes handed to the decoder from staged buffers.
+    pub bytes_served_from_prefetch: u64,
+    /// Staged bytes released without the decoder having used them.
+    pub bytes_wasted: u64,
+    /// Background fetches that failed or were refused memory.
+    pub failed_prefetches: u64,
+    /// Upcoming files whose footer was read ahead.
+    pub files_opened_ahead: u64,
+}
+
+#[derive(Debug, Default)]
+struct FileState {
+    layout: Option<Arc<FileLayout>>,
+    open_readers: usize,
+    ever_opened: bool,
+    finished: bool,
+    open_ahead_requested: bool,
+    /// The partition whose window pays for this file's staged bytes.
+    charged_to: PartitionId,
+    /// The row group the decoder is on.
+    cursor: Option<usize>,
+    descending: bool,
+    /// Leaf columns the decoder has asked for in this file.
+    columns: BTreeSet<usize>,
+    /// Chunks already demanded or served; never fetched ahead again.
+    consumed: BTreeSet<(usize, usize)>,
+}
+
+#[derive(Debug)]
+struct StagedChunk {
+    fetch: FetchId,
+    index: usize,
+    range: Range<u64>,
+    taken: u64,
+    partition: PartitionId,
+}
+
+impl StagedChunk {
+    fn len(&self) -> u64 {
+        self.range.end - self.range.start
+    }
+}
+
+/// Key of a staged chunk: (file, row group, leaf column).
+type ChunkKey = (FileId, usize, usize);
+
+/// The scheduler state of one scan, shared by all its partitions.
+#[derive(Debug)]
+pub struct ScanCore {
+    config: CoreConfig,
+    files: Vec<FileState>,
+    /// For each partition, the order in which its work source hands out files.
+    order: Vec<Vec<FileId>>,
+    /// Column paths any decoder of this scan has asked for: the projection, as
+    /// observed, used to predict an upcoming file's reads.
+    learned_paths: BTreeSet<String>,
+    staged: BTreeMap<ChunkKey, StagedChunk>,
+    live_chunks: BTreeMap<FetchId, usize>,
+    partition_staged: BTreeMap<PartitionId, u64>,
+    next_fetch: u64,
+    /// Set when the memory pool refused a reservation; cleared when bytes are
+    /// released, so read-ahead shrinks to what the pool grants.
+    pool_backoff: bool,
+    stats: CoreStats,
+}
+
+impl ScanCore {
+    /// A scheduler for `file_count` scan units, where `order[p]` lists the files
+    /// partition `p` will be handed, in order.
+    pub fn new(config: CoreConfig, file_count: usize, order: Vec<Vec<FileId>>) -> Self {
+        Self {
+            config,
+            files: (0..file_count).map(|_| FileState::default()).collect(),
+            order,
+            learned_paths: BTreeSet::new(),
+            staged: BTreeMap::new(),
+            live_chunks: BTreeMap::new(),
+            partition_staged: BTreeMap::new(),
+            next_fetch: 0,
+            pool_backoff: false,
+            stats: CoreStats::default(),
+        }
+    }
+
+    /// The scheduler's limits.
+    pub fn config(&self) -> &CoreConfig {
+        &self.config
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> CoreStats {
+        self.stats
+    }
+
+    /// The layout of a file, once its footer has been read.
+    pub fn layout(&self, file: FileId) -> Option<&Arc<FileLayout>> {
+        self.files.get(file)?.layout.as_ref()
+    }
+
+    /// A decoder in `partition` opened `file` (called once per reader; a file may
+    /// have several readers at once).
+    pub fn reader_opened(&mut self, file: FileId, partition: PartitionId) -> Vec<Action> {
+        let state = &mut self.files[file];
+        state.open_readers += 1;
+        if state.ever_opened {
+            return vec![];
+        }
+        state.ever_opened = true;
+        state.charged_to = partition;
+        let mut actions = self.open_ahead_after(file, partition);
+        actions.extend(self.pump());
+        actions
+    }
+
+    /// A reader of `file` was dropped. When the last one goes, the file is done
+    /// and whatever is still staged for it is released as waste.
+    pub fn reader_closed(&mut self, file: FileId) -> Vec<Action> {
+        let state = &mut self.files[file];
+        state.open_readers = state.open_readers.saturating_sub(1);
+        if state.open_readers > 0 {
+            return vec![];
+        }
+        state.finished = true;
+        let mut actions = self.release_where(|key| key.0 == file);
+        actions.extend(self.pump());
+        actions
+    }
+
+    /// The footer of `file` is known.
+    pub fn metadata_known(&mut self, file: FileId, layout: Arc<FileLayout>) -> Vec<Action> {
+        let state = &mut self.files[file];
+        if state.layout.is_some() {
+            return vec![];
+        }
+        state.layout = Some(layout);
+        self.pump()
+    }
+
+    /// The decoder reading `file` asks for `ranges`: decide which staged buffers
+    /// serve them, what must be fetched now, and what to fetch ahead.
+    pub fn plan_read(&mut self, file: FileId, ranges: &[Range<u64>]) -> ReadPlan {
+        let mut plan = ReadPlan::default();
+        let layout = self.files[file].layout.clone();
+        for range in ranges {
+            let located = layout.as_ref().and_then(|l| l.locate(range));
+            let Some((row_group, column)) = located else {
+                plan.parts.push(Part::Demand {
+                    index: plan.demand.len(),
+                });
+                plan.demand.push(range.clone());
+                continue;
+            };
+            let layout = layout.as_ref().expect("located implies a layout");
+            let state = &mut self.files[file];
+            if let Some(cursor) = state.cursor
+                && cursor != row_group
+            {
+                state.descending = row_group < cursor;
+            }
+            state.cursor = Some(row_group);
+            state.columns.insert(column);
+            state.consumed.insert((row_group, column));
+            self.learned_paths
+                .insert(layout.column_paths[column].clone());
+
+            match self.staged.get_mut(&(file, row_group, column)) {
+                Some(chunk) if chunk.range.start <= range.start && range.end <= chunk.range.end => {
+                    let len = range.end - range.start;
+                    chunk.taken += len;
+                    self.stats.bytes_served_from_prefetch += len;
+                    plan.parts.push(Part::Staged {
+                        id: chunk.fetch,
+                        index: chunk.index,
+                        offset: range.start - chunk.range.start,
+                        len,
+                    });
+                }
+                _ => {
+                    plan.parts.push(Part::Demand {
+                        index: plan.demand.len(),
+                    });
+                    plan.demand.push(range.clone());
+                }
+            }
+        }
+
+        // Release what the decoder has fully taken or moved past.
+        let state = &self.files[file];
+        let (cursor, descending) = (state.cursor, state.descending);
+        plan.actions.extend(self.release_where(|&(f, rg, _)| {
+            f == file
+                && cursor.is_some_and(|c| if descending { rg > c } else { rg < c })
+        }));
+        let fully_taken: Vec<ChunkKey> = self
+            .staged
+            .iter()
+            .filter(|(key, chunk)| key.0 == file && chunk.taken >= chunk.len())
+            .map(|(key, _)| *key)
+            .collect();
+        plan.actions
+            .extend(self.release_where(|key| fully_taken.contains(key)));
+
+        match self.config.policy {
+            PrefetchPolicy::Batched => {
+                let candidates = self.row_groups_ahead(file);
+                if let Some(Action::Fetch { id, ranges, .. }) =
+                    self.admit(candidates, true).pop()
+                {
+                    plan.widened = Some((id, ranges));
+                }
+            }
+            PrefetchPolicy::Pipelined => plan.actions.extend(self.pump()),
+            PrefetchPolicy::Off => {}
+        }
+        plan
+    }
+
+    /// A background fetch failed: forget its chunks (the decoder will demand them).
+    pub fn fetch_failed(&mut self, id: FetchId) -> Vec<Action> {
+        self.stats.failed_prefetches += 1;
+        self.drop_fetch(id);
+        self.pump()
+    }
+
+    /// The memory pool refused to reserve a fetch's bytes: forget it and stop
+    /// reading ahead until something is released.
+    pub fn pool_refused(&mut self, id: FetchId) {
+        self.stats.failed_prefetches += 1;
+        self.drop_fetch(id);
+        self.pool_backoff = true;
+    }
+
+    /// Release everything (the scan is over or was dropped).
+    pub fn shutdown(&mut self) -> Vec<Action> {
+        for state in &mut self.files {
+            state.finished = true;
+        }
+        self.release_where(|_| true)
+    }
+
+    fn drop_fetch(&mut self, id: FetchId) {
+        let keys: Vec<ChunkKey> = self
+            .staged
+            .iter()
+            .filter(|(_, c)| c.fetch == id)
+            .map(|(k, _)| *k)
+            .collect();
+        for key in keys {
+            let chunk = self.staged.remove(&key).expect("key from staged");
+            self.unstage(&chunk);
+            self.stats.bytes_fetched_ahead -= chunk.len();
+            // Let the decoder's demand read fetch it rather than trying again.
+            self.files[key.0].consumed.insert((key.1, key.2));
+        }
+        self.live_chunks.remove(&id);
+    }
+
+    /// Mark the `depth` files after `file` in `partition`'s order for opening ahead.
+    fn open_ahead_after(&mut self, file: FileId, partition: PartitionId) -> Vec<Action> {
+        if self.config.policy != PrefetchPolicy::Pipelined || self.config.file_open_depth == 0 {
+            return vec![];
+        }
+        let Some(order) = self.order.get(partition) else {
+            return vec![];
+        };
+        let Some(position) = order.iter().position(|f| *f == file) else {
+            return vec![];
+        };
+        let upcoming: Vec<FileId> = order[position + 1..]
+            .iter()
+            .copied()
+            .filter(|f| !self.files[*f].ever_opened)
+            .take(self.config.file_open_depth)
+            .collect();
+        let mut actions = vec![];
+        for next in upcoming {
+            let state = &mut self.files[next];
+            if !state.open_ahead_requested {
+                state.open_ahead_requested = true;
+                state.charged_to = partition;
+                self.stats.files_opened_ahead += 1;
+                actions.push(Action::OpenAhead {
+                    file: next,
+                    partition,
+                });
+            }
+        }
+        actions
+    }
+
+    /// Column chunks of the row groups after the cursor of an open `file`, in
+    /// decode order, for the columns its decoder has read.
+    fn row_groups_ahead(&self, file: FileId) -> Vec<(ChunkKey, Range<u64>)> {
+        let state = &self.files[file];
+        let (Some(layout), Some(cursor)) = (&state.layout, state.cursor) else {
+            return vec![];
+        };
+        let mut upcoming: Vec<usize> = layout
+            .scanned_row_groups
+            .iter()
+            .copied()
+            .filter(|rg| if state.descending { *rg < cursor } else { *rg > cursor })
+            .collect();
+        if state.descending {
+            upcoming.reverse();
+        }
+        let columns: Vec<usize> = state.columns.iter().copied().collect();
+        self.chunks_of(file, layout, &upcoming, &columns, u64::MAX)
+    }
+
+    /// The first scanned row group of a file the decoder has not started, for the
+    /// columns this scan has been seen to read, up to `cap` bytes.
+    fn first_row_group(&self, file: FileId, cap: u64) -> Vec<(ChunkKey, Range<u64>)> {
+        let state = &self.files[file];
+        let Some(layout) = &state.layout else {
+            return vec![];
+        };
+        let Some(first) = layout.scanned_row_groups.first().copied() else {
+            return vec![];
+        };
+        let columns: Vec<usize> = self
+            .learned_paths
+            .iter()
+            .filter_map(|p| layout.column_index(p))
+            .collect();
+        self.chunks_of(file, layout, &[first], &columns, cap)
+    }
+
+    fn chunks_of(
+        &self,
+        file: FileId,
+        layout: &FileLayout,
+        row_groups: &[usize],
+        columns: &[usize],
+        cap: u64,
+    ) -> Vec<(ChunkKey, Range<u64>)> {
+        let state = &self.files[file];
+        let mut total = 0u64;
+        let mut out = vec![];
+        for &rg in row_groups {
+            for &col in columns {
+                let key = (file, rg, col);
+                if state.consumed.contains(&(rg, col)) {
+                    continue;
+                }
+                let Some(range) = layout.chunk(rg, col) else {
+                    continue;
+                };
+                let len = range.end - range.start;
+                if let Some(chunk) = self.staged.get(&key) {
+                    total += chunk.len();
+                    continue;
+                }
+                if len == 0 {
+                    continue;
+                }
+                if total + len > cap {
+                    return out;
+                }
+                total += len;
+                out.push((key, range));
+            }
+        }
+        out
+    }
+
+    /// Everything worth fetching ahead now, in priority order, admitted against
+    /// the window and the budget (pipelined only).
+    fn pump(&mut self) -> Vec<Action> {
+        if self.config.policy != PrefetchPolicy::Pipelined || self.pool_backoff {
+            return vec![];
+        }
+        let mut candidates = vec![];
+        // Open files first: their decoders will ask soonest.
+        for file in 0..self.files.len() {
+            let state = &self.files[file];
+            if state.open_readers == 0 || state.finished {
+                continue;
+            }
+            if state.cursor.is_some() {
+                candidates.extend(self.row_groups_ahead(file));
+            } else {
+                candidates.extend(self.first_row_group(file, u64::MAX));
+            }
+        }
+        // Then upcoming files, in the order they were asked for.
+        if self.config.eager_first_read_cap > 0 && !self.learned_paths.is_empty() {
+            for file in 0..self.files.len() {
+                let state = &self.files[file];
+                if state.open_ahead_requested && !state.ever_opened && !state.finished {
+                    candidates.extend(self.first_row_group(file, self.config.eager_first_read_cap));
+                }
+            }
+        }
+        self.admit(candidates, false)
+    }
+
+    /// Admit candidates in order while they fit, grouping each (file, row group)
+    /// into one fetch, or everything into one fetch when `single_fetch`. Stops at
+    /// the first chunk that does not fit now, so read-ahead stays in decode
+    /// order; skips chunks that can never fit.
+    fn admit(&mut self, candidates: Vec<(ChunkKey, Range<u64>)>, single_fetch: bool) -> Vec<Action> {
+        let mut fetches: Vec<(FetchId, FileId, usize, Vec<Range<u64>>)> = vec![];
+        for (key, range) in candidates {
+            let (file, row_group, _) = key;
+            let len = range.end - range.start;
+            let partition = self.files[file].charged_to;
+            if len > self.config.read_ahead_window {
+                continue;
+            }
+            let partition_staged = self.partition_staged.get(&partition).copied().unwrap_or(0);
+            if self.stats.staged_bytes + len > self.config.memory_budget
+                || partition_staged + len > self.config.read_ahead_window
+            {
+                break;
+            }
+            let id = match fetches.last() {
+                Some((id, f, rg, _)) if *f == file && (single_fetch || *rg == row_group) => *id,
+                _ => {
+                    let id = FetchId(self.next_fetch);
+                    self.next_fetch += 1;
+                    fetches.push((id, file, row_group, vec![]));
+                    id
+                }
+            };
+            let ranges = &mut fetches.last_mut().expect("just pushed").3;
+            let chunk = StagedChunk {
+                fetch: id,
+                index: ranges.len(),
+                range: range.clone(),
+                taken: 0,
+                partition,
+            };
+            ranges.push(range);
+            *self.live_chunks.entry(id).or_default() += 1;
+            *self.partition_staged.entry(partition).or_default() += len;
+            self.stats.staged_bytes += len;
+            self.stats.bytes_fetched_ahead += len;
+            self.stats.peak_staged_bytes = self.stats.peak_staged_bytes.max(self.stats.staged_bytes);
+            self.staged.insert(key, chunk);
+        }
+        fetches
+            .into_iter()
+            .map(|(id, file, _, ranges)| Action::Fetch { id, file, ranges })
+            .collect()
+    }
+
+    fn release_where(&mut self, mut predicate: impl FnMut(&ChunkKey) -> bool) -> Vec<Action> {
+        let keys: Vec<ChunkKey> = self.staged.keys().copied().filter(|k| predicate(k)).collect();
+        let mut actions = vec![];
+        for key in keys {
+            let chunk = self.staged.remove(&key).expect("key from staged");
+            self.stats.bytes_wasted += chunk.len().saturating_sub(chunk.taken);
+            self.unstage(&chunk);
+            let live = self.live_chunks.get_mut(&chunk.fetch).expect("live fetch");
+            *live -= 1;
+            if *live == 0 {
+                self.live_chunks.remove(&chunk.fetch);
+                actions.push(Action::Cancel { id: chunk.fetch });
+            }
+        }
+        actions
+    }
+
+    fn unstage(&mut self, chunk: &StagedChunk) {
+        let len = chunk.len();
+        self.stats.staged_bytes -= len;
+        if let Some(p) = self.partition_staged.get_mut(&chunk.partition) {
+            *p -= len;
+        }
+        self.pool_backoff = false;
+    }
+}

@@ -1,0 +1,416 @@
+//! The thin async layer around [`ScanCore`]: it carries out the core's actions
+//! (background fetches, footer reads, cancellations), keeps the memory-pool
+//! reservation equal to the staged bytes, and serves decoder reads.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+use bytes::Bytes;
+use datafusion::execution::memory_pool::MemoryReservation;
+use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use datafusion_datasource::PartitionedFile;
+use datafusion_datasource_parquet::ParquetAccessPlan;
+use datafusion_datasource_parquet::ParquetFileReaderFactory;
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
+use object_store::ObjectStore;
+use parking_lot::Mutex;
+use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::async_reader::AsyncFileReader;
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
+use tokio::task::AbortHandle;
+
+use crate::core::{Action, CoreStats, FetchId, FileId, FileLayout, Part, PartitionId, ScanCore};
+use crate::metrics::ScanMetrics;
+
+type FetchResult = Result<Arc<Vec<Bytes>>, Arc<String>>;
+type SharedFetch = Shared<BoxFuture<'static, FetchResult>>;
+type MetadataResult = Result<Arc<ParquetMetaData>, Arc<String>>;
+type SharedMetadata = Shared<BoxFuture<'static, MetadataResult>>;
+
+struct Slot<T: Clone> {
+    result: T,
+    abort: Option<AbortHandle>,
+}
+
+/// Everything a scan's scheduler needs from the source that created it.
+pub(crate) struct SchedulerParts {
+    pub core: ScanCore,
+    pub files: Vec<PartitionedFile>,
+    pub store: Arc<dyn ObjectStore>,
+    pub inner_factory: Arc<dyn ParquetFileReaderFactory>,
+    pub metadata_size_hint: Option<usize>,
+    pub plan_metrics: ExecutionPlanMetricsSet,
+    pub reservation: MemoryReservation,
+    pub metrics: ScanMetrics,
+}
+
+/// One scan's I/O scheduler, shared by all its partitions.
+pub(crate) struct ScanScheduler {
+    core: Mutex<ScanCore>,
+    published: Mutex<CoreStats>,
+    files: Vec<PartitionedFile>,
+    store: Arc<dyn ObjectStore>,
+    inner_factory: Arc<dyn ParquetFileReaderFactory>,
+    metadata_size_hint: Option<usize>,
+    plan_metrics: ExecutionPlanMetricsSet,
+    fetches: Mutex<HashMap<FetchId, Slot<SharedFetch>>>,
+    footers: Mutex<HashMap<FileId, Slot<SharedMetadata>>>,
+    reservation: MemoryReservation,
+    metrics: ScanMetrics,
+    started: Instant,
+    first_batch_seen: std::sync::atomic::AtomicBool,
+    this: Weak<ScanScheduler>,
+}
+
+impl std::fmt::Debug for ScanScheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScanScheduler")
+            .field("files", &self.files.len())
+            .field("stats", &self.core.lock().stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScanScheduler {
+    pub(crate) fn new(parts: SchedulerParts) -> Arc<Self> {
+        Arc::new_cyclic(|this| Self {
+            core: Mutex::new(parts.core),
+            published: Mutex::new(CoreStats::default()),
+            files: parts.files,
+            store: parts.store,
+            inner_factory: parts.inner_factory,
+            metadata_size_hint: parts.metadata_size_hint,
+            plan_metrics: parts.plan_metrics,
+            fetches: Mutex::new(HashMap::new()),
+            footers: Mutex::new(HashMap::new()),
+            reservation: parts.reservation,
+            metrics: parts.metrics,
+            started: Instant::now(),
+            first_batch_seen: Default::default(),
+            this: this.clone(),
+        })
+    }
+
+    /// The scan unit a reader was created for.
+    pub(crate) fn file_id(&self, file: &PartitionedFile) -> Option<FileId> {
+        let same_range = |a: &PartitionedFile| match (&a.range, &file.range) {
+            (None, None) => true,
+            (Some(x), Some(y)) => x.start == y.start && x.end == y.end,
+            _ => false,
+        };
+        self.files
+            .iter()
+            .position(|f| f.object_meta.location == file.object_meta.location && same_range(f))
+    }
+
+    /// The factory whose readers do the actual I/O.
+    pub(crate) fn inner_factory(&self) -> Arc<dyn ParquetFileReaderFactory> {
+        Arc::clone(&self.inner_factory)
+    }
+
+    /// Record the scan's first output batch (time to first batch).
+    pub(crate) fn batch_produced(&self) {
+        use std::sync::atomic::Ordering;
+        if !self.first_batch_seen.swap(true, Ordering::SeqCst) {
+            self.metrics.first_batch(self.started.elapsed());
+        }
+    }
+
+    /// Run a core transition, carry out its actions and publish its counters.
+    fn apply<R>(&self, transition: impl FnOnce(&mut ScanCore) -> (R, Vec<Action>)) -> R {
+        let mut core = self.core.lock();
+        let (result, actions) = transition(&mut core);
+        self.carry_out(&mut core, actions);
+        self.settle(&core);
+        result
+    }
+
+    /// Keep the pool reservation equal to the staged bytes and publish metrics.
+    fn settle(&self, core: &ScanCore) {
+        let stats = core.stats();
+        let staged = stats.staged_bytes as usize;
+        if self.reservation.size() > staged {
+            self.reservation.shrink(self.reservation.size() - staged);
+        }
+        let mut published = self.published.lock();
+        self.metrics.publish(&published, &stats);
+        *published = stats;
+    }
+
+    fn carry_out(&self, core: &mut ScanCore, actions: Vec<Action>) {
+        for action in actions {
+            match action {
+                Action::OpenAhead { file, partition } => self.open_ahead(file, partition),
+                Action::Fetch { id, file, ranges } => {
+                    // The core admitted these bytes against the budget; the pool
+                    // must agree too, or read-ahead shrinks to what it grants.
+                    let bytes: u64 = ranges.iter().map(|r| r.end - r.start).sum();
+                    if self.reservation.try_grow(bytes as usize).is_err() {
+                        core.pool_refused(id);
+                        continue;
+                    }
+                    self.spawn_fetch(id, file, ranges);
+                }
+                Action::Cancel { id } => {
+                    if let Some(slot) = self.fetches.lock().remove(&id)
+                        && let Some(abort) = slot.abort
+                    {
+                        abort.abort();
+                    }
+                }
+            }
+        }
+    }
+
+    fn spawn_fetch(&self, id: FetchId, file: FileId, ranges: Vec<Range<u64>>) {
+        let store = Arc::clone(&self.store);
+        let location = self.files[file].object_meta.location.clone();
+        let bytes: u64 = ranges.iter().map(|r| r.end - r.start).sum();
+        self.metrics.request(bytes);
+        let guard = self.metrics.stats().task_started();
+        let this = self.this.clone();
+        let handle = tokio::spawn(async move {
+            let _guard = guard;
+            let result = store.get_ranges(&location, &ranges).await;
+            match result {
+                Ok(bytes) => Ok(Arc::new(bytes)),
+                Err(e) => {
+                    if let Some(scheduler) = this.upgrade() {
+                        scheduler.apply(|core| ((), core.fetch_failed(id)));
+                    }
+                    Err(Arc::new(format!(
+                        "prefetch of {location} failed: {e}"
+                    )))
+                }
+            }
+        });
+        let abort = handle.abort_handle();
+        let result = async move {
+            match handle.await {
+                Ok(result) => result,
+                Err(e) => Err(Arc::new(format!("prefetch task ended: {e}"))),
+            }
+        }
+        .boxed()
+        .shared();
+        self.fetches.lock().insert(
+            id,
+            Slot {
+                result,
+                abort: Some(abort),
+            },
+        );
+    }
+
+    /// Read an upcoming file's footer into the metadata cache (through the
+    /// wrapped reader factory, exactly as the decoder would) and learn its layout.
+    fn open_ahead(&self, file: FileId, partition: PartitionId) {
+        let partitioned_file = self.files[file].clone();
+        let reader = self.inner_factory.create_reader(
+            partition,
+            partitioned_file.clone(),
+            self.metadata_size_hint,
+            &self.plan_metrics,
+        );
+        let Ok(mut reader) = reader else {
+            return;
+        };
+        let guard = self.metrics.stats().task_started();
+        let this = self.this.clone();
+        let handle = tokio::spawn(async move {
+            let _guard = guard;
+            let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Skip);
+            let metadata = reader
+                .get_metadata(Some(&options))
+                .await
+                .map_err(|e| Arc::new(e.to_string()))?;
+            if let Some(scheduler) = this.upgrade() {
+                scheduler.metadata_known(file, &partitioned_file, &metadata);
+            }
+            Ok(metadata)
+        });
+        let abort = handle.abort_handle();
+        let result = async move {
+            match handle.await {
+                Ok(result) => result,
+                Err(e) => Err(Arc::new(format!("footer read ended: {e}"))),
+            }
+        }
+        .boxed()
+        .shared();
+        self.footers.lock().insert(
+            file,
+            Slot {
+                result,
+                abort: Some(abort),
+            },
+        );
+    }
+
+    pub(crate) fn reader_opened(&self, file: FileId, partition: PartitionId) {
+        self.apply(|core| ((), core.reader_opened(file, partition)));
+    }
+
+    pub(crate) fn reader_closed(&self, file: FileId) {
+        self.apply(|core| ((), core.reader_closed(file)));
+        // The footer read of a finished file is no longer useful to anyone.
+        self.footers.lock().remove(&file);
+    }
+
+    pub(crate) fn metadata_known(
+        &self,
+        file: FileId,
+        partitioned_file: &PartitionedFile,
+        metadata: &ParquetMetaData,
+    ) {
+        let access_plan = partitioned_file.extensions.get::<ParquetAccessPlan>();
+        let layout = FileLayout::from_metadata(metadata, partitioned_file.range.as_ref(), access_plan);
+        self.apply(|core| ((), core.metadata_known(file, Arc::new(layout))));
+    }
+
+    /// The footer of `file`, from a read-ahead if one ran, else from `reader`.
+    pub(crate) async fn metadata(
+        &self,
+        file: FileId,
+        reader: &mut (dyn AsyncFileReader + Send),
+        options: Option<&ArrowReaderOptions>,
+    ) -> parquet::errors::Result<Arc<ParquetMetaData>> {
+        let ahead = self.footers.lock().get(&file).map(|s| s.result.clone());
+        let wants_page_index = options
+            .map(|o| o.column_index_policy() != PageIndexPolicy::Skip)
+            .unwrap_or(false);
+        if let Some(ahead) = ahead
+            && let Ok(metadata) = ahead.await
+            && (!wants_page_index
+                || (metadata.column_index().is_some() && metadata.offset_index().is_some()))
+        {
+            return Ok(metadata);
+        }
+        let metadata = reader.get_metadata(options).await?;
+        self.metadata_known(file, &self.files[file], &metadata);
+        Ok(metadata)
+    }
+
+    /// Serve a decoder's request: staged buffers where they cover it, one
+    /// demand request (widened under `batched`) for the rest.
+    pub(crate) async fn read(
+        &self,
+        file: FileId,
+        reader: &mut (dyn AsyncFileReader + Send),
+        ranges: Vec<Range<u64>>,
+    ) -> parquet::errors::Result<Vec<Bytes>> {
+        let started = Instant::now();
+        let plan = self.apply(|core| {
+            let mut plan = core.plan_read(file, &ranges);
+            let actions = std::mem::take(&mut plan.actions);
+            if let Some((id, widened)) = &plan.widened {
+                let bytes: u64 = widened.iter().map(|r| r.end - r.start).sum();
+                if self.reservation.try_grow(bytes as usize).is_err() {
+                    core.pool_refused(*id);
+                    plan.widened = None;
+                }
+            }
+            (plan, actions)
+        });
+        // Clone the staged fetches' futures once their actions have been carried out.
+        let staged_fetches: HashMap<FetchId, SharedFetch> = {
+            let fetches = self.fetches.lock();
+            plan.parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::Staged { id, .. } => fetches.get(id).map(|s| (*id, s.result.clone())),
+                    Part::Demand { .. } => None,
+                })
+                .collect()
+        };
+
+        let mut demand_bytes = vec![];
+        if !plan.demand.is_empty() || plan.widened.is_some() {
+            let mut request = plan.demand.clone();
+            if let Some((_, widened)) = &plan.widened {
+                request.extend(widened.iter().cloned());
+            }
+            let bytes: u64 = request.iter().map(|r| r.end - r.start).sum();
+            self.metrics.request(bytes);
+            match reader.get_byte_ranges(request).await {
+                Ok(mut fetched) => {
+                    if let Some((id, _)) = &plan.widened {
+                        let widened = fetched.split_off(plan.demand.len());
+                        let ready: FetchResult = Ok(Arc::new(widened));
+                        self.fetches.lock().insert(
+                            *id,
+                            Slot {
+                                result: futures::future::ready(ready).boxed().shared(),
+                                abort: None,
+                            },
+                        );
+                    }
+                    demand_bytes = fetched;
+                }
+                Err(e) => {
+                    if let Some((id, _)) = &plan.widened {
+                        let id = *id;
+                        self.apply(|core| ((), core.fetch_failed(id)));
+                    }
+                    self.metrics.io_wait(started.elapsed());
+                    return Err(e);
+                }
+            }
+        }
+
+        let mut out = Vec::with_capacity(ranges.len());
+        for (range, part) in ranges.iter().zip(&plan.parts) {
+            let bytes = match part {
+                Part::Demand { index } => demand_bytes[*index].clone(),
+                Part::Staged {
+                    id,
+                    index,
+                    offset,
+                    len,
+                } => {
+                    let landed = match staged_fetches.get(id) {
+                        Some(fetch) => fetch.clone().await.ok(),
+                        None => None,
+                    };
+                    match landed {
+                        Some(buffers) => {
+                            let start = *offset as usize;
+                            buffers[*index].slice(start..start + *len as usize)
+                        }
+                        // A failed or cancelled prefetch never fails the query:
+                        // fetch the range on demand instead.
+                        None => {
+                            self.metrics.request(range.end - range.start);
+                            reader.get_bytes(range.clone()).await?
+                        }
+                    }
+                }
+            };
+            out.push(bytes);
+        }
+        self.metrics.io_wait(started.elapsed());
+        Ok(out)
+    }
+}
+
+impl Drop for ScanScheduler {
+    fn drop(&mut self) {
+        let mut core = self.core.lock();
+        core.shutdown();
+        for (_, slot) in self.fetches.lock().drain() {
+            if let Some(abort) = slot.abort {
+                abort.abort();
+            }
+        }
+        for (_, slot) in self.footers.lock().drain() {
+            if let Some(abort) = slot.abort {
+                abort.abort();
+            }
+        }
+        self.settle(&core);
+        self.reservation.free();
+    }
+}

@@ -1,0 +1,9 @@
+//! The async side of the scheduler: it performs what the pure core decides.
+
+mod driver;
+mod morsel;
+mod reader;
+
+pub(crate) use driver::{ScanScheduler, SchedulerParts};
+pub(crate) use morsel::ObservedMorselizer;
+pub(crate) use reader::PrefetchingReaderFactory;

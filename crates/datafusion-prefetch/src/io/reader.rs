@@ -1,0 +1,102 @@
+//! The decoder's view of the scheduler: a [`ParquetFileReaderFactory`] whose
+//! readers are served by the scan's [`ScanScheduler`].
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use datafusion_datasource::PartitionedFile;
+use datafusion_datasource_parquet::ParquetFileReaderFactory;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::async_reader::AsyncFileReader;
+use parquet::file::metadata::ParquetMetaData;
+
+use super::driver::ScanScheduler;
+use crate::core::FileId;
+
+/// Creates readers that go through the scan's scheduler. Wraps the factory the
+/// `ParquetSource` would have used, so footers, metadata caching and the
+/// per-file metrics stay exactly DataFusion's.
+#[derive(Debug)]
+pub(crate) struct PrefetchingReaderFactory {
+    pub(crate) inner: Arc<dyn ParquetFileReaderFactory>,
+    pub(crate) scheduler: Arc<ScanScheduler>,
+}
+
+impl ParquetFileReaderFactory for PrefetchingReaderFactory {
+    fn create_reader(
+        &self,
+        partition_index: usize,
+        partitioned_file: PartitionedFile,
+        metadata_size_hint: Option<usize>,
+        metrics: &ExecutionPlanMetricsSet,
+    ) -> datafusion::common::Result<Box<dyn AsyncFileReader + Send>> {
+        let file = self.scheduler.file_id(&partitioned_file);
+        let inner = self.inner.create_reader(
+            partition_index,
+            partitioned_file,
+            metadata_size_hint,
+            metrics,
+        )?;
+        // A file the scan was not planned with cannot be scheduled; read it as stock.
+        let Some(file) = file else {
+            return Ok(inner);
+        };
+        self.scheduler.reader_opened(file, partition_index);
+        Ok(Box::new(PrefetchingReader {
+            inner,
+            file,
+            scheduler: Arc::clone(&self.scheduler),
+        }))
+    }
+}
+
+/// An [`AsyncFileReader`] whose reads are planned by the scan's scheduler.
+struct PrefetchingReader {
+    inner: Box<dyn AsyncFileReader + Send>,
+    file: FileId,
+    scheduler: Arc<ScanScheduler>,
+}
+
+impl AsyncFileReader for PrefetchingReader {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        async move {
+            let mut bytes = self.get_byte_ranges(vec![range]).await?;
+            Ok(bytes.pop().expect("one range requested"))
+        }
+        .boxed()
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        async move {
+            self.scheduler
+                .read(self.file, self.inner.as_mut(), ranges)
+                .await
+        }
+        .boxed()
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        async move {
+            self.scheduler
+                .metadata(self.file, self.inner.as_mut(), options)
+                .await
+        }
+        .boxed()
+    }
+}
+
+impl Drop for PrefetchingReader {
+    fn drop(&mut self) {
+        self.scheduler.reader_closed(self.file);
+    }
+}

@@ -1,0 +1,49 @@
+//! Read-ahead for Apache DataFusion Parquet scans over object stores.
+//!
+//! DataFusion 55 keeps one request in flight per scan partition and decodes a
+//! row group only after all of it has landed, so on a store with 30–200 ms per
+//! request a scan mostly waits. This crate adds [`PrefetchingParquetSource`], a
+//! `FileSource` that wraps DataFusion's `ParquetSource` and puts an I/O scheduler
+//! underneath it: the next row groups and the next files are fetched while the
+//! current ones decode, within a per-stream read-ahead window and a scan-wide
+//! memory budget that is also reserved from the session's memory pool.
+//!
+//! The quickest way in is one call that makes every Parquet scan of a session
+//! prefetching, tuned with SQL `SET prefetch.*`:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> datafusion::common::Result<()> {
+//! use datafusion::prelude::SessionConfig;
+//! use datafusion_prefetch::prefetching_context;
+//!
+//! let ctx = prefetching_context(SessionConfig::new());
+//! ctx.sql("SET prefetch.policy = 'pipelined'").await?.collect().await?;
+//! ctx.sql("SET prefetch.read_ahead_window = '64MiB'").await?.collect().await?;
+//! // ctx.register_parquet(...), CREATE EXTERNAL TABLE ... STORED AS PARQUET, etc.
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Layout of the crate, which is also the architecture (see `docs/design.md`):
+//! - [`config`]: the `prefetch.*` settings ([`PrefetchOptions`]).
+//! - [`core`]: the pure, deterministic scheduler — what to fetch, what to
+//!   release, what the budget allows. No tokio, no store.
+//! - `io`: the thin async driver that carries out the core's decisions and
+//!   serves the Parquet decoder's reads.
+//! - [`source`], [`session`], [`table`]: how it plugs into DataFusion.
+//! - [`metrics`]: what `EXPLAIN ANALYZE` and [`PrefetchStats`] report.
+
+pub mod config;
+pub mod core;
+mod io;
+pub mod metrics;
+pub mod session;
+pub mod source;
+pub mod table;
+
+pub use config::{ByteSize, PrefetchOptions, PrefetchPolicy};
+pub use metrics::PrefetchStats;
+pub use session::{PrefetchScanRule, enable_prefetch, prefetching_context};
+pub use source::PrefetchingParquetSource;
+pub use table::{PrefetchingParquetTable, PrefetchingParquetTableBuilder};

@@ -1,0 +1,196 @@
+//! What a prefetching scan reports: `EXPLAIN ANALYZE` metrics on the
+//! `DataSourceExec`, and [`PrefetchStats`], a live view for tests and tools.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, Gauge, MetricBuilder, MetricValue, Time,
+};
+
+use crate::core::CoreStats;
+
+/// Live counters of one [`PrefetchingParquetSource`](crate::PrefetchingParquetSource),
+/// summed over every execution of it.
+///
+/// `staged_bytes` and `live_tasks` are current values: after a query ends, is
+/// cancelled or fails, both must be zero.
+#[derive(Debug, Default)]
+pub struct PrefetchStats {
+    staged_bytes: AtomicU64,
+    peak_staged_bytes: AtomicU64,
+    bytes_fetched_ahead: AtomicU64,
+    bytes_served_from_prefetch: AtomicU64,
+    bytes_wasted: AtomicU64,
+    requests: AtomicU64,
+    bytes_fetched: AtomicU64,
+    live_tasks: AtomicU64,
+}
+
+impl PrefetchStats {
+    /// Bytes staged right now by running scans.
+    pub fn staged_bytes(&self) -> u64 {
+        self.staged_bytes.load(Ordering::SeqCst)
+    }
+
+    /// The most bytes any one scan had staged at once.
+    pub fn peak_staged_bytes(&self) -> u64 {
+        self.peak_staged_bytes.load(Ordering::SeqCst)
+    }
+
+    /// Bytes fetched ahead of the decoder.
+    pub fn bytes_fetched_ahead(&self) -> u64 {
+        self.bytes_fetched_ahead.load(Ordering::SeqCst)
+    }
+
+    /// Bytes the decoder took from staged buffers.
+    pub fn bytes_served_from_prefetch(&self) -> u64 {
+        self.bytes_served_from_prefetch.load(Ordering::SeqCst)
+    }
+
+    /// Bytes fetched ahead and released unused.
+    pub fn bytes_wasted(&self) -> u64 {
+        self.bytes_wasted.load(Ordering::SeqCst)
+    }
+
+    /// Data requests (`get_ranges` calls) issued, on demand and ahead.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::SeqCst)
+    }
+
+    /// Bytes requested from the store, on demand and ahead (footers excluded).
+    pub fn bytes_fetched(&self) -> u64 {
+        self.bytes_fetched.load(Ordering::SeqCst)
+    }
+
+    /// Background tasks (footer reads and fetches) still running.
+    pub fn live_tasks(&self) -> u64 {
+        self.live_tasks.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn task_started(self: &Arc<Self>) -> TaskGuard {
+        self.live_tasks.fetch_add(1, Ordering::SeqCst);
+        TaskGuard(Arc::clone(self))
+    }
+}
+
+/// Counts a background task as live until dropped (also when aborted).
+pub(crate) struct TaskGuard(Arc<PrefetchStats>);
+
+impl Drop for TaskGuard {
+    fn drop(&mut self) {
+        self.0.live_tasks.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The metrics of one scan execution, registered on the source's metrics set.
+#[derive(Debug, Clone)]
+pub(crate) struct ScanMetrics {
+    requests: Count,
+    bytes_fetched: Count,
+    bytes_fetched_ahead: Count,
+    bytes_served_from_prefetch: Count,
+    bytes_wasted: Count,
+    failed_prefetches: Count,
+    files_opened_ahead: Count,
+    peak_staged_bytes: Gauge,
+    time_to_first_batch: Time,
+    io_wait: Time,
+    stats: Arc<PrefetchStats>,
+}
+
+fn global_time(metrics: &ExecutionPlanMetricsSet, name: &'static str) -> Time {
+    let time = Time::new();
+    MetricBuilder::new(metrics).build(MetricValue::Time {
+        name: name.into(),
+        time: time.clone(),
+    });
+    time
+}
+
+impl ScanMetrics {
+    pub(crate) fn new(metrics: &ExecutionPlanMetricsSet, stats: Arc<PrefetchStats>) -> Self {
+        let counter = |name: &'static str| MetricBuilder::new(metrics).global_counter(name);
+        Self {
+            requests: counter("prefetch_requests"),
+            bytes_fetched: counter("prefetch_bytes_fetched"),
+            bytes_fetched_ahead: counter("prefetch_bytes_fetched_ahead"),
+            bytes_served_from_prefetch: counter("prefetch_bytes_served_from_prefetch"),
+            bytes_wasted: counter("prefetch_bytes_wasted"),
+            failed_prefetches: counter("prefetch_failed_prefetches"),
+            files_opened_ahead: counter("prefetch_files_opened_ahead"),
+            peak_staged_bytes: MetricBuilder::new(metrics).global_gauge("prefetch_peak_staged_bytes"),
+            time_to_first_batch: global_time(metrics, "prefetch_time_to_first_batch"),
+            io_wait: global_time(metrics, "prefetch_io_wait"),
+            stats,
+        }
+    }
+
+    pub(crate) fn stats(&self) -> &Arc<PrefetchStats> {
+        &self.stats
+    }
+
+    /// One data request of `bytes` was issued.
+    pub(crate) fn request(&self, bytes: u64) {
+        self.requests.add(1);
+        self.bytes_fetched.add(bytes as usize);
+        self.stats.requests.fetch_add(1, Ordering::SeqCst);
+        self.stats.bytes_fetched.fetch_add(bytes, Ordering::SeqCst);
+    }
+
+    pub(crate) fn io_wait(&self, waited: Duration) {
+        self.io_wait.add_duration(waited);
+    }
+
+    pub(crate) fn first_batch(&self, after: Duration) {
+        self.time_to_first_batch.add_duration(after);
+    }
+
+    /// Publish the scheduler's counters, given what was published before.
+    pub(crate) fn publish(&self, before: &CoreStats, now: &CoreStats) {
+        let add = |count: &Count, atomic: &AtomicU64, old: u64, new: u64| {
+            let delta = new.saturating_sub(old);
+            if delta > 0 {
+                count.add(delta as usize);
+                atomic.fetch_add(delta, Ordering::SeqCst);
+            }
+        };
+        add(
+            &self.bytes_fetched_ahead,
+            &self.stats.bytes_fetched_ahead,
+            before.bytes_fetched_ahead,
+            now.bytes_fetched_ahead,
+        );
+        add(
+            &self.bytes_served_from_prefetch,
+            &self.stats.bytes_served_from_prefetch,
+            before.bytes_served_from_prefetch,
+            now.bytes_served_from_prefetch,
+        );
+        add(
+            &self.bytes_wasted,
+            &self.stats.bytes_wasted,
+            before.bytes_wasted,
+            now.bytes_wasted,
+        );
+        let failed = now.failed_prefetches.saturating_sub(before.failed_prefetches);
+        self.failed_prefetches.add(failed as usize);
+        let opened = now.files_opened_ahead.saturating_sub(before.files_opened_ahead);
+        self.files_opened_ahead.add(opened as usize);
+        self.peak_staged_bytes.set_max(now.peak_staged_bytes as usize);
+        self.stats
+            .peak_staged_bytes
+            .fetch_max(now.peak_staged_bytes, Ordering::SeqCst);
+        // Staged bytes are a level, shared by concurrent scans of one source.
+        if now.staged_bytes >= before.staged_bytes {
+            self.stats
+                .staged_bytes
+                .fetch_add(now.staged_bytes - before.staged_bytes, Ordering::SeqCst);
+        } else {
+            self.stats
+                .staged_bytes
+                .fetch_sub(before.staged_bytes - now.staged_bytes, Ordering::SeqCst);
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! One call to make every Parquet scan of a session prefetching.
+
+use std::sync::Arc;
+
+use datafusion::common::Result;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::datasource::physical_plan::{FileScanConfig, FileScanConfigBuilder, ParquetSource};
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::runtime_env::RuntimeEnv;
+use datafusion::execution::session_state::SessionState;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::{SessionConfig, SessionContext};
+
+use crate::config::PrefetchOptions;
+use crate::source::PrefetchingParquetSource;
+
+/// A physical optimizer rule that swaps every `ParquetSource` scan for a
+/// [`PrefetchingParquetSource`] configured from the query's `prefetch.*`
+/// settings.
+///
+/// It runs after DataFusion's own rules, so pruning, projection, filter and sort
+/// pushdown have already shaped the `ParquetSource` it wraps. Settings are read
+/// per query: a `SET` between two queries changes the second.
+#[derive(Debug, Clone)]
+pub struct PrefetchScanRule {
+    runtime: Arc<RuntimeEnv>,
+}
+
+impl PrefetchScanRule {
+    /// A rule whose scans reserve memory from, and cache footers in, `runtime`.
+    pub fn new(runtime: Arc<RuntimeEnv>) -> Self {
+        Self { runtime }
+    }
+
+    fn wrap(
+        &self,
+        exec: &DataSourceExec,
+        options: &PrefetchOptions,
+        config: &ConfigOptions,
+    ) -> Option<Arc<dyn ExecutionPlan>> {
+        let scan = exec.data_source().downcast_ref::<FileScanConfig>()?;
+        let parquet = scan.file_source().downcast_ref::<ParquetSource>()?;
+        let source = PrefetchingParquetSource::new(parquet.clone(), options.clone())
+            .with_runtime(&self.runtime)
+            .with_work_stealing(config.execution.enable_file_stream_work_stealing);
+        let scan = FileScanConfigBuilder::from(scan.clone())
+            .with_source(Arc::new(source))
+            .build();
+        Some(Arc::new(exec.clone().with_data_source(Arc::new(scan))))
+    }
+}
+
+impl PhysicalOptimizerRule for PrefetchScanRule {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let options = config
+            .extensions
+            .get::<PrefetchOptions>()
+            .cloned()
+            .unwrap_or_default();
+        plan.transform_up(|node| {
+            let wrapped = node
+                .downcast_ref::<DataSourceExec>()
+                .and_then(|exec| self.wrap(exec, &options, config));
+            Ok(match wrapped {
+                Some(plan) => Transformed::yes(plan),
+                None => Transformed::no(node),
+            })
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        "prefetch_parquet_scans"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// Make every Parquet scan of `state` prefetching: registers [`PrefetchOptions`]
+/// (unless already registered) so `SET prefetch.*` works, and appends
+/// [`PrefetchScanRule`] to the physical optimizer. `register_parquet`,
+/// `read_parquet`, `CREATE EXTERNAL TABLE … STORED AS PARQUET` and
+/// [`crate::PrefetchingParquetTable`] all benefit.
+///
+/// ```
+/// use datafusion::prelude::SessionContext;
+/// use datafusion_prefetch::enable_prefetch;
+///
+/// let ctx = SessionContext::new_with_state(enable_prefetch(SessionContext::new().state()));
+/// ```
+pub fn enable_prefetch(state: SessionState) -> SessionState {
+    let runtime = Arc::clone(state.runtime_env());
+    let mut config = state.config().clone();
+    if config.options().extensions.get::<PrefetchOptions>().is_none() {
+        config = config.with_option_extension(PrefetchOptions::default());
+    }
+    SessionStateBuilder::new_from_existing(state)
+        .with_config(config)
+        .with_physical_optimizer_rule(Arc::new(PrefetchScanRule::new(runtime)))
+        .build()
+}
+
+/// A [`SessionContext`] with default features whose Parquet scans prefetch.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> datafusion::common::Result<()> {
+/// use datafusion::prelude::SessionConfig;
+/// use datafusion_prefetch::prefetching_context;
+///
+/// let ctx = prefetching_context(SessionConfig::new());
+/// ctx.sql("SET prefetch.policy = 'pipelined'").await?.collect().await?;
+/// let shown = ctx.sql("SHOW prefetch.policy").await?.collect().await?;
+/// assert_eq!(shown[0].num_rows(), 1);
+/// # Ok(())
+/// # }
+/// ```
+pub fn prefetching_context(config: SessionConfig) -> SessionContext {
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_default_features()
+        .build();
+    SessionContext::new_with_state(enable_prefetch(state))
+}

@@ -1,0 +1,380 @@
+//! [`PrefetchingParquetSource`]: DataFusion's `ParquetSource` with an I/O
+//! scheduler underneath.
+
+use std::fmt::{self, Formatter};
+use std::sync::{Arc, Weak};
+
+use datafusion::common::Result;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::execution::cache::cache_manager::FileMetadataCache;
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, UnboundedMemoryPool};
+use datafusion::execution::runtime_env::RuntimeEnv;
+use datafusion::physical_expr::{EquivalenceProperties, LexOrdering, PhysicalExpr};
+use datafusion::physical_plan::filter_pushdown::FilterPushdownPropagation;
+use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use datafusion::physical_plan::{DisplayFormatType, SortOrderPushdownResult};
+use datafusion_datasource::PartitionedFile;
+use datafusion_datasource::TableSchema;
+use datafusion_datasource::file::FileSource;
+use datafusion_datasource::file_scan_config::FileScanConfig;
+use datafusion_datasource::file_stream::FileOpener;
+use datafusion_datasource::morsel::Morselizer;
+use datafusion_datasource_parquet::source::ParquetSource;
+use datafusion_datasource_parquet::{
+    CachedParquetFileReaderFactory, DefaultParquetFileReaderFactory, ParquetFileReaderFactory,
+};
+use datafusion::physical_expr::projection::ProjectionExprs;
+use datafusion::physical_expr_common::sort_expr::PhysicalSortExpr;
+use object_store::ObjectStore;
+use parking_lot::Mutex;
+
+use crate::config::{PrefetchOptions, PrefetchPolicy};
+use crate::core::{CoreConfig, FileId, ScanCore};
+use crate::io::{ObservedMorselizer, PrefetchingReaderFactory, ScanScheduler, SchedulerParts};
+use crate::metrics::{PrefetchStats, ScanMetrics};
+
+/// A Parquet [`FileSource`] whose scans fetch bytes ahead of the decoder.
+///
+/// It wraps DataFusion's [`ParquetSource`] and delegates everything that source
+/// does — pruning, projection and filter pushdown, page index, bloom filters,
+/// dynamic filters, schema adaptation, statistics, repartitioning — and replaces
+/// only the reader underneath: each scan gets one I/O scheduler, shared by its
+/// partitions, that keeps upcoming row groups and files in flight within the
+/// read-ahead window and the memory budget of its [`PrefetchOptions`]. With policy
+/// [`PrefetchPolicy::Off`] the wrapped source runs untouched.
+///
+/// Most users never build one: [`crate::enable_prefetch`] swaps it in for every
+/// Parquet scan of a session. To build a scan by hand:
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use datafusion::arrow::datatypes::{DataType, Field, Schema};
+/// # use datafusion::datasource::physical_plan::FileScanConfigBuilder;
+/// # use datafusion::execution::object_store::ObjectStoreUrl;
+/// # use datafusion::datasource::source::DataSourceExec;
+/// use datafusion::datasource::physical_plan::ParquetSource;
+/// use datafusion_prefetch::{PrefetchOptions, PrefetchPolicy, PrefetchingParquetSource};
+///
+/// let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+/// let source = PrefetchingParquetSource::new(
+///     ParquetSource::new(schema),
+///     PrefetchOptions::default().with_policy(PrefetchPolicy::Pipelined),
+/// );
+/// let config = FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), Arc::new(source))
+///     .build();
+/// let scan = DataSourceExec::from_data_source(config);
+/// ```
+#[derive(Clone)]
+pub struct PrefetchingParquetSource {
+    inner: ParquetSource,
+    options: PrefetchOptions,
+    memory_pool: Option<Arc<dyn MemoryPool>>,
+    metadata_cache: Option<Arc<FileMetadataCache>>,
+    work_stealing: bool,
+    stats: Arc<PrefetchStats>,
+    /// The scheduler of the running scan, shared by its partitions; a new scan
+    /// (a new execution) gets a new one once every stream of the last has ended.
+    running: Arc<Mutex<Weak<ScanScheduler>>>,
+}
+
+impl fmt::Debug for PrefetchingParquetSource {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PrefetchingParquetSource")
+            .field("options", &self.options)
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PrefetchingParquetSource {
+    /// Wrap `inner` with the given settings. Without [`Self::with_runtime`] the
+    /// staged bytes are reserved from a private unbounded pool.
+    pub fn new(inner: ParquetSource, options: PrefetchOptions) -> Self {
+        Self {
+            inner,
+            options,
+            memory_pool: None,
+            metadata_cache: None,
+            work_stealing: true,
+            stats: Arc::default(),
+            running: Arc::default(),
+        }
+    }
+
+    /// Reserve staged bytes from `runtime`'s memory pool and read footers through
+    /// its file-metadata cache, so read-ahead counts against the session's memory
+    /// limit and no footer is fetched twice.
+    pub fn with_runtime(mut self, runtime: &RuntimeEnv) -> Self {
+        self.memory_pool = Some(Arc::clone(&runtime.memory_pool));
+        self.metadata_cache = Some(runtime.cache_manager.get_file_metadata_cache());
+        self
+    }
+
+    /// Whether the session lets partitions steal each other's files
+    /// (`datafusion.execution.enable_file_stream_work_stealing`); decides the
+    /// order in which upcoming files are opened ahead.
+    pub fn with_work_stealing(mut self, enabled: bool) -> Self {
+        self.work_stealing = enabled;
+        self
+    }
+
+    /// The settings this source scans with.
+    pub fn options(&self) -> &PrefetchOptions {
+        &self.options
+    }
+
+    /// Replace the settings.
+    pub fn with_options(mut self, options: PrefetchOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The wrapped `ParquetSource`.
+    pub fn inner(&self) -> &ParquetSource {
+        &self.inner
+    }
+
+    /// Live counters over every scan of this source (staged bytes, waste, tasks).
+    pub fn stats(&self) -> Arc<PrefetchStats> {
+        Arc::clone(&self.stats)
+    }
+
+    /// The same prefetching around a new inner source (after a pushdown).
+    fn rewrap(&self, inner: Arc<dyn FileSource>) -> Arc<dyn FileSource> {
+        match inner.downcast_ref::<ParquetSource>() {
+            Some(parquet) => Arc::new(Self {
+                inner: parquet.clone(),
+                ..self.clone()
+            }),
+            None => inner,
+        }
+    }
+
+    /// The running scan's scheduler, or a new one for `config`'s files.
+    fn scheduler(
+        &self,
+        object_store: &Arc<dyn ObjectStore>,
+        config: &FileScanConfig,
+    ) -> Arc<ScanScheduler> {
+        let mut running = self.running.lock();
+        if let Some(scheduler) = running.upgrade() {
+            return scheduler;
+        }
+        let files: Vec<PartitionedFile> = config
+            .file_groups
+            .iter()
+            .flat_map(|g| g.iter().cloned())
+            .collect();
+        let id_of = |file: &PartitionedFile| -> Option<FileId> {
+            files.iter().position(|f| {
+                f.object_meta.location == file.object_meta.location
+                    && f.range.as_ref().map(|r| (r.start, r.end))
+                        == file.range.as_ref().map(|r| (r.start, r.end))
+            })
+        };
+        // Mirror how the file stream hands out files, so "the next files" are
+        // the ones a partition will really open next.
+        let shared_queue =
+            self.work_stealing && !config.preserve_order && config.output_partitioning.is_none();
+        let order: Vec<Vec<FileId>> = if shared_queue {
+            let queue: Vec<FileId> = self
+                .inner
+                .reorder_files(files.clone())
+                .iter()
+                .filter_map(id_of)
+                .collect();
+            vec![queue; config.file_groups.len()]
+        } else {
+            config
+                .file_groups
+                .iter()
+                .map(|g| g.iter().filter_map(id_of).collect())
+                .collect()
+        };
+        let core = ScanCore::new(
+            CoreConfig {
+                policy: self.options.policy(),
+                read_ahead_window: self.options.read_ahead_window().as_u64(),
+                memory_budget: self.options.memory_budget().as_u64(),
+                file_open_depth: self.options.file_open_depth(),
+                eager_first_read_cap: self.options.eager_first_read_cap().as_u64(),
+            },
+            files.len(),
+            order,
+        );
+        let inner_factory: Arc<dyn ParquetFileReaderFactory> =
+            match (self.inner.parquet_file_reader_factory(), &self.metadata_cache) {
+                (Some(factory), _) => Arc::clone(factory),
+                (None, Some(cache)) => Arc::new(CachedParquetFileReaderFactory::new(
+                    Arc::clone(object_store),
+                    Arc::clone(cache),
+                )),
+                (None, None) => Arc::new(DefaultParquetFileReaderFactory::new(Arc::clone(
+                    object_store,
+                ))),
+            };
+        let pool = self
+            .memory_pool
+            .clone()
+            .unwrap_or_else(|| Arc::new(UnboundedMemoryPool::default()));
+        let reservation = MemoryConsumer::new("PrefetchingParquetSource").register(&pool);
+        let scheduler = ScanScheduler::new(SchedulerParts {
+            core,
+            files,
+            store: Arc::clone(object_store),
+            inner_factory,
+            metadata_size_hint: self.inner_metadata_size_hint(),
+            plan_metrics: self.inner.metrics().clone(),
+            reservation,
+            metrics: ScanMetrics::new(self.inner.metrics(), Arc::clone(&self.stats)),
+        });
+        *running = Arc::downgrade(&scheduler);
+        scheduler
+    }
+
+    fn inner_metadata_size_hint(&self) -> Option<usize> {
+        self.inner
+            .table_parquet_options()
+            .global
+            .metadata_size_hint
+    }
+}
+
+impl FileSource for PrefetchingParquetSource {
+    fn create_file_opener(
+        &self,
+        object_store: Arc<dyn ObjectStore>,
+        base_config: &FileScanConfig,
+        partition: usize,
+    ) -> Result<Arc<dyn FileOpener>> {
+        self.inner
+            .create_file_opener(object_store, base_config, partition)
+    }
+
+    fn create_morselizer(
+        &self,
+        object_store: Arc<dyn ObjectStore>,
+        base_config: &FileScanConfig,
+        partition: usize,
+    ) -> Result<Box<dyn Morselizer>> {
+        if self.options.policy() == PrefetchPolicy::Off {
+            return self
+                .inner
+                .create_morselizer(object_store, base_config, partition);
+        }
+        let scheduler = self.scheduler(&object_store, base_config);
+        let reader_factory = Arc::new(PrefetchingReaderFactory {
+            inner: scheduler.inner_factory(),
+            scheduler: Arc::clone(&scheduler),
+        });
+        let inner = self
+            .inner
+            .clone()
+            .with_parquet_file_reader_factory(reader_factory)
+            .create_morselizer(object_store, base_config, partition)?;
+        Ok(Box::new(ObservedMorselizer { inner, scheduler }))
+    }
+
+    fn table_schema(&self) -> &TableSchema {
+        self.inner.table_schema()
+    }
+
+    fn with_batch_size(&self, batch_size: usize) -> Arc<dyn FileSource> {
+        self.rewrap(self.inner.with_batch_size(batch_size))
+    }
+
+    fn filter(&self) -> Option<Arc<dyn PhysicalExpr>> {
+        self.inner.filter()
+    }
+
+    fn projection(&self) -> Option<&ProjectionExprs> {
+        self.inner.projection()
+    }
+
+    fn metrics(&self) -> &ExecutionPlanMetricsSet {
+        self.inner.metrics()
+    }
+
+    fn file_type(&self) -> &str {
+        self.inner.file_type()
+    }
+
+    fn fmt_extra(&self, t: DisplayFormatType, f: &mut Formatter) -> fmt::Result {
+        self.inner.fmt_extra(t, f)?;
+        let o = &self.options;
+        let settings = format!(
+            "prefetch={}(read_ahead_window={}, memory_budget={}, file_open_depth={}, eager_first_read_cap={})",
+            o.policy(),
+            o.read_ahead_window(),
+            o.memory_budget(),
+            o.file_open_depth(),
+            o.eager_first_read_cap()
+        );
+        match t {
+            DisplayFormatType::TreeRender => writeln!(f, "{settings}"),
+            _ => write!(f, ", {settings}"),
+        }
+    }
+
+    fn supports_repartitioning(&self) -> bool {
+        self.inner.supports_repartitioning()
+    }
+
+    fn repartitioned(
+        &self,
+        target_partitions: usize,
+        repartition_file_min_size: usize,
+        output_ordering: Option<LexOrdering>,
+        config: &FileScanConfig,
+    ) -> Result<Option<FileScanConfig>> {
+        self.inner.repartitioned(
+            target_partitions,
+            repartition_file_min_size,
+            output_ordering,
+            config,
+        )
+    }
+
+    fn try_pushdown_filters(
+        &self,
+        filters: Vec<Arc<dyn PhysicalExpr>>,
+        config: &ConfigOptions,
+    ) -> Result<FilterPushdownPropagation<Arc<dyn FileSource>>> {
+        let mut propagation = self.inner.try_pushdown_filters(filters, config)?;
+        propagation.updated_node = propagation.updated_node.map(|node| self.rewrap(node));
+        Ok(propagation)
+    }
+
+    fn try_pushdown_sort(
+        &self,
+        order: &[PhysicalSortExpr],
+        eq_properties: &EquivalenceProperties,
+    ) -> Result<SortOrderPushdownResult<Arc<dyn FileSource>>> {
+        Ok(self
+            .inner
+            .try_pushdown_sort(order, eq_properties)?
+            .map(|node| self.rewrap(node)))
+    }
+
+    fn reorder_files(&self, files: Vec<PartitionedFile>) -> Vec<PartitionedFile> {
+        self.inner.reorder_files(files)
+    }
+
+    fn try_pushdown_projection(
+        &self,
+        projection: &ProjectionExprs,
+    ) -> Result<Option<Arc<dyn FileSource>>> {
+        Ok(self
+            .inner
+            .try_pushdown_projection(projection)?
+            .map(|node| self.rewrap(node)))
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        self.inner.apply_expressions(f)
+    }
+}

@@ -1,0 +1,513 @@
+//! The [`SimulatedStore`] wrapper.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::{BoxStream, Stream, StreamExt};
+use object_store::path::Path;
+use object_store::{
+    Attributes, CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload,
+    ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+    Result,
+};
+use parking_lot::Mutex;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::{Instant, Sleep};
+
+use crate::{RequestState, SimulatedStoreConfig, StoreStats};
+
+/// Bandwidth debt below this is carried over to the next chunk instead of
+/// slept off: a timer costs far more than 50 µs of simulated transfer, and
+/// tokio's timer cannot sleep that briefly anyway.
+const MIN_SLEEP: Duration = Duration::from_micros(50);
+
+/// An [`ObjectStore`] wrapper that makes a fast store (typically
+/// [`InMemory`](object_store::memory::InMemory)) behave like a remote object
+/// store such as S3, and records every request it serves.
+///
+/// A GET (`get_opts`, and therefore `get`, `get_range` and `get_ranges`):
+///
+/// 1. is logged in [`StoreStats`] with the next sequence number and a
+///    first-byte delay drawn from [`SimulatedStoreConfig::latency`];
+/// 2. waits for a free connection if
+///    [`max_connections`](SimulatedStoreConfig::max_connections) are busy;
+/// 3. sleeps the first-byte delay, then asks the inner store;
+/// 4. returns a body stream that is charged
+///    [`bandwidth_bytes_per_sec`](SimulatedStoreConfig::bandwidth_bytes_per_sec)
+///    as it is consumed, and holds the connection until its last byte has
+///    been handed out or it is dropped.
+///
+/// `get_ranges` is deliberately *not* overridden: the trait's default
+/// implementation coalesces nearby ranges
+/// ([`OBJECT_STORE_COALESCE_DEFAULT`](object_store::OBJECT_STORE_COALESCE_DEFAULT))
+/// into fewer `get_range` calls, as the real S3 client does, so the request
+/// log shows the GETs S3 would have seen.
+///
+/// A HEAD (`get_opts` with `head: true`) holds a connection for a
+/// first-byte delay drawn from the same model as GETs — on S3 a HEAD costs a
+/// full round trip — and is counted in [`StoreStats::head_requests`], but
+/// it is not logged as a GET and transfers no body.
+///
+/// LIST requests are counted, draw from
+/// [`list_latency`](SimulatedStoreConfig::list_latency) and hold a
+/// connection while they wait; the listing stream itself is not throttled.
+///
+/// Writes (`put`, multipart, `copy`, `rename`, `delete`) are forwarded
+/// unchanged: the engine under test only reads.
+///
+/// Delays use tokio's clock, so tests can run them instantly and
+/// deterministically with `#[tokio::test(start_paused = true)]`.
+pub struct SimulatedStore<T: ObjectStore> {
+    inner: T,
+    config: SimulatedStoreConfig,
+    stats: Arc<StoreStats>,
+    connections: Option<Arc<Semaphore>>,
+    rngs: Mutex<LatencyRngs>,
+}
+
+/// One RNG per request kind, so that e.g. an extra HEAD or LIST does not
+/// shift the sequence of GET latencies a test or benchmark relies on.
+struct LatencyRngs {
+    get: StdRng,
+    head: StdRng,
+    list: StdRng,
+}
+
+impl LatencyRngs {
+    fn new(seed: u64) -> Self {
+        // Arbitrary odd constants; `seed_from_u64` scrambles its input, so
+        // nearby seeds still give unrelated streams.
+        Self {
+            get: StdRng::seed_from_u64(seed),
+            head: StdRng::seed_from_u64(seed ^ 0x9E37_79B9_7F4A_7C15),
+            list: StdRng::seed_from_u64(seed ^ 0xD1B5_4A32_D192_ED03),
+        }
+    }
+}
+
+impl<T: ObjectStore> SimulatedStore<T> {
+    /// Wraps `inner` with the behaviour described by `config`.
+    ///
+    /// # Panics
+    ///
+    /// If `config.max_connections` or `config.bandwidth_bytes_per_sec` is
+    /// `Some(0)`: no request could ever make progress.
+    pub fn new(inner: T, config: SimulatedStoreConfig) -> Self {
+        assert!(
+            config.max_connections != Some(0),
+            "SimulatedStoreConfig::max_connections must be at least 1 (use None for unlimited)"
+        );
+        assert!(
+            config.bandwidth_bytes_per_sec != Some(0),
+            "SimulatedStoreConfig::bandwidth_bytes_per_sec must be at least 1 (use None for unlimited)"
+        );
+        Self {
+            inner,
+            connections: config.max_connections.map(|n| Arc::new(Semaphore::new(n))),
+            rngs: Mutex::new(LatencyRngs::new(config.seed)),
+            stats: Arc::new(StoreStats::new()),
+            config,
+        }
+    }
+
+    /// The shared counters and request log of this store.
+    pub fn stats(&self) -> Arc<StoreStats> {
+        Arc::clone(&self.stats)
+    }
+
+    /// The configuration this store was created with.
+    pub fn config(&self) -> &SimulatedStoreConfig {
+        &self.config
+    }
+
+    /// The wrapped store, for setting up data without simulated costs or
+    /// log entries.
+    pub fn inner(&self) -> &T {
+        &self.inner
+    }
+
+    /// Unwraps the inner store.
+    pub fn into_inner(self) -> T {
+        self.inner
+    }
+
+    /// Wraps a listing so it costs one LIST round trip before its first
+    /// entry. Counting and drawing happen now, at call time, so that the
+    /// LIST delay sequence follows call order rather than poll order.
+    fn simulate_list(
+        &self,
+        listing: BoxStream<'static, Result<ObjectMeta>>,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.stats.count_list();
+        let delay = self.config.list_latency.sample(&mut self.rngs.lock().list);
+        let connections = self.connections.clone();
+        futures::stream::once(async move {
+            let _connection = acquire(connections.as_ref()).await;
+            sleep(delay).await;
+            listing
+        })
+        .flatten()
+        .boxed()
+    }
+
+    async fn head_request(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.stats.count_head();
+        let delay = self.config.latency.sample(&mut self.rngs.lock().head);
+        let _connection = acquire(self.connections.as_ref()).await;
+        sleep(delay).await;
+        self.inner.get_opts(location, options).await
+    }
+}
+
+impl<T: ObjectStore> fmt::Display for SimulatedStore<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SimulatedStore({})", self.inner)
+    }
+}
+
+impl<T: ObjectStore> fmt::Debug for SimulatedStore<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimulatedStore")
+            .field("inner", &self.inner)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl<T: ObjectStore> ObjectStore for SimulatedStore<T> {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        if options.head {
+            return self.head_request(location, options).await;
+        }
+
+        // Draw the delay and take a sequence number under one lock, so the
+        // n-th logged GET always gets the n-th draw for a given seed.
+        let (seq, delay) = {
+            let mut rngs = self.rngs.lock();
+            let delay = self.config.latency.sample(&mut rngs.get);
+            let seq = self
+                .stats
+                .start_get(location.to_string(), options.range.clone(), delay);
+            (seq, delay)
+        };
+        // From here on, dropping this future (or failing) finishes the record.
+        let mut guard = GetGuard::new(Arc::clone(&self.stats), seq);
+
+        let connection = acquire(self.connections.as_ref()).await;
+        guard.connect(connection);
+        sleep(delay).await;
+
+        let result = match self.inner.get_opts(location, options).await {
+            Ok(result) => result,
+            Err(e) => {
+                guard.finish(RequestState::Failed);
+                return Err(e);
+            }
+        };
+        self.stats.first_byte(seq, result.range.clone());
+
+        let GetResult {
+            payload,
+            meta,
+            range,
+            attributes,
+        } = result;
+        // `into_stream` turns a local-file payload into a stream as well, so
+        // a wrapped LocalFileSystem is throttled like any other store.
+        let body = GetResult {
+            payload,
+            meta: meta.clone(),
+            range: range.clone(),
+            attributes: Attributes::new(),
+        }
+        .into_stream();
+        let body = SimulatedBody::new(
+            body,
+            range.end.saturating_sub(range.start),
+            self.config.bandwidth_bytes_per_sec,
+            guard,
+        );
+        Ok(GetResult {
+            payload: GetResultPayload::Stream(body.boxed()),
+            meta,
+            range,
+            attributes,
+        })
+    }
+
+    // `get_ranges` is intentionally left to the trait's default so that
+    // object_store's range coalescing runs on top of the simulated GETs.
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.simulate_list(self.inner.list(prefix))
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.simulate_list(self.inner.list_with_offset(prefix, offset))
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.stats.count_list();
+        let delay = self.config.list_latency.sample(&mut self.rngs.lock().list);
+        let _connection = acquire(self.connections.as_ref()).await;
+        sleep(delay).await;
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        // Forwarded rather than left to the default copy + delete, so a
+        // wrapped store keeps its own (possibly atomic) rename.
+        self.inner.rename_opts(from, to, options).await
+    }
+}
+
+/// Waits for a connection; `None` means the store has no cap.
+async fn acquire(connections: Option<&Arc<Semaphore>>) -> Option<OwnedSemaphorePermit> {
+    match connections {
+        Some(semaphore) => Some(
+            Arc::clone(semaphore)
+                .acquire_owned()
+                .await
+                .expect("the connection semaphore is never closed"),
+        ),
+        None => None,
+    }
+}
+
+async fn sleep(duration: Duration) {
+    // Skipping zero sleeps keeps the no-latency configuration free of timer
+    // registrations (and of an extra yield to the scheduler).
+    if !duration.is_zero() {
+        tokio::time::sleep(duration).await;
+    }
+}
+
+/// Owns a GET's connection and the bookkeeping for its end, so every exit
+/// path — success, error, or the caller dropping the future or the body —
+/// releases the connection and finishes the log record exactly once.
+struct GetGuard {
+    stats: Arc<StoreStats>,
+    seq: u64,
+    connection: Option<OwnedSemaphorePermit>,
+    connected: bool,
+    transferred: u64,
+    finished: bool,
+}
+
+impl GetGuard {
+    fn new(stats: Arc<StoreStats>, seq: u64) -> Self {
+        Self {
+            stats,
+            seq,
+            connection: None,
+            connected: false,
+            transferred: 0,
+            finished: false,
+        }
+    }
+
+    fn connect(&mut self, connection: Option<OwnedSemaphorePermit>) {
+        self.connection = connection;
+        self.connected = true;
+        self.stats.connected(self.seq);
+    }
+
+    fn finish(&mut self, state: RequestState) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        if self.connected {
+            // Decrement before releasing the permit: the other order would
+            // let a waiter take the connection and count itself while we
+            // are still counted, briefly exceeding the cap in the stats.
+            self.stats.disconnected();
+        }
+        self.connection = None;
+        self.stats.finish(self.seq, state, self.transferred);
+    }
+}
+
+impl Drop for GetGuard {
+    fn drop(&mut self) {
+        self.finish(RequestState::Cancelled);
+    }
+}
+
+/// A GET body that charges the connection's bandwidth as it is consumed.
+///
+/// Pacing follows a schedule rather than sleeping `len / bandwidth` per
+/// chunk: `due` is when the bytes delivered so far would have finished
+/// arriving. A chunk is held back only if it is due more than [`MIN_SLEEP`]
+/// in the future, so tiny chunks accumulate debt instead of each paying for
+/// a timer, and time lost to a late timer wakeup is credited to later
+/// chunks instead of slowing the transfer down. Time the consumer spends
+/// between polls is *not* credited: the body is charged as it is consumed,
+/// as if the network only moved data the reader asked for.
+struct SimulatedBody {
+    inner: BoxStream<'static, Result<Bytes>>,
+    bandwidth: Option<u64>,
+    /// Body length from the response's range; reaching it completes the
+    /// request even if the caller never polls for the end of the stream.
+    expected: u64,
+    guard: GetGuard,
+    due: Instant,
+    last_delivery: Instant,
+    /// A chunk waiting for `timer` before it may be handed out.
+    held: Option<Bytes>,
+    /// Reused across chunks to avoid one allocation per sleep.
+    timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl SimulatedBody {
+    fn new(
+        inner: BoxStream<'static, Result<Bytes>>,
+        expected: u64,
+        bandwidth: Option<u64>,
+        mut guard: GetGuard,
+    ) -> Self {
+        if expected == 0 {
+            // Nothing to transfer, so the connection is free right away.
+            guard.finish(RequestState::Completed);
+        }
+        let now = Instant::now();
+        Self {
+            inner,
+            bandwidth,
+            expected,
+            guard,
+            due: now,
+            last_delivery: now,
+            held: None,
+            timer: None,
+        }
+    }
+
+    fn deliver(&mut self, chunk: Bytes) -> Bytes {
+        let len = chunk.len() as u64;
+        self.guard.transferred += len;
+        self.guard.stats.add_transferred(len);
+        self.last_delivery = Instant::now();
+        if self.guard.transferred >= self.expected {
+            self.guard.finish(RequestState::Completed);
+        }
+        chunk
+    }
+
+    /// Advances the schedule by `chunk` and returns `true` if the chunk must
+    /// wait for `self.due`.
+    fn schedule(&mut self, chunk_len: usize, bandwidth: u64) -> bool {
+        let now = Instant::now();
+        let consumer_time = now.saturating_duration_since(self.last_delivery);
+        self.due += consumer_time + transfer_time(chunk_len as u64, bandwidth);
+        self.due > now + MIN_SLEEP
+    }
+}
+
+fn transfer_time(bytes: u64, bytes_per_sec: u64) -> Duration {
+    let nanos = u128::from(bytes) * 1_000_000_000 / u128::from(bytes_per_sec);
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+}
+
+impl Stream for SimulatedBody {
+    type Item = Result<Bytes>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+
+        if this.held.is_some() {
+            if let Some(timer) = this.timer.as_mut() {
+                ready!(timer.as_mut().poll(cx));
+            }
+            let chunk = this.held.take().expect("checked above");
+            return Poll::Ready(Some(Ok(this.deliver(chunk))));
+        }
+
+        match ready!(this.inner.poll_next_unpin(cx)) {
+            Some(Ok(chunk)) => {
+                let Some(bandwidth) = this.bandwidth else {
+                    return Poll::Ready(Some(Ok(this.deliver(chunk))));
+                };
+                if !this.schedule(chunk.len(), bandwidth) {
+                    return Poll::Ready(Some(Ok(this.deliver(chunk))));
+                }
+                let due = this.due;
+                let timer = match &mut this.timer {
+                    Some(timer) => {
+                        timer.as_mut().reset(due);
+                        timer
+                    }
+                    slot @ None => slot.insert(Box::pin(tokio::time::sleep_until(due))),
+                };
+                if timer.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Some(Ok(this.deliver(chunk))));
+                }
+                this.held = Some(chunk);
+                Poll::Pending
+            }
+            Some(Err(e)) => {
+                this.guard.finish(RequestState::Failed);
+                Poll::Ready(Some(Err(e)))
+            }
+            None => {
+                // A body shorter than its advertised range still ends the
+                // request normally; the shortfall shows in bytes_transferred.
+                this.guard.finish(RequestState::Completed);
+                Poll::Ready(None)
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let (lower, upper) = self.inner.size_hint();
+        let held = usize::from(self.held.is_some());
+        (
+            lower.saturating_add(held),
+            upper.and_then(|u| u.checked_add(held)),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;
