@@ -3,6 +3,8 @@
 
 mod layout;
 mod scheduler;
+#[cfg(test)]
+mod tests;
 
 pub use layout::FileLayout;
 pub use scheduler::{

@@ -205,6 +205,11 @@ impl ScanCore {
         self.stats
     }
 
+    /// Bytes staged per partition, charged against each partition's window.
+    pub fn partition_staged(&self) -> Vec<(PartitionId, u64)> {
+        self.partition_staged.iter().map(|(p, b)| (*p, *b)).collect()
+    }
+
     /// The layout of a file, once its footer has been read.
     pub fn layout(&self, file: FileId) -> Option<&Arc<FileLayout>> {
         self.files.get(file)?.layout.as_ref()
@@ -314,7 +319,8 @@ impl ScanCore {
             .extend(self.release_where(|key| fully_taken.contains(key)));
 
         match self.config.policy {
-            PrefetchPolicy::Batched => {
+            // Batched only widens a request that is being made anyway.
+            PrefetchPolicy::Batched if !plan.demand.is_empty() => {
                 let candidates = self.row_groups_ahead(file);
                 if let Some(Action::Fetch { id, ranges, .. }) =
                     self.admit(candidates, true).pop()
@@ -323,7 +329,7 @@ impl ScanCore {
                 }
             }
             PrefetchPolicy::Pipelined => plan.actions.extend(self.pump()),
-            PrefetchPolicy::Off => {}
+            PrefetchPolicy::Batched | PrefetchPolicy::Off => {}
         }
         plan
     }

@@ -1,0 +1,379 @@
+//! Deterministic tests of the scheduler core: no tokio, no store.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::config::PrefetchPolicy;
+
+const MIB: u64 = 1 << 20;
+
+/// `row_groups` row groups of an `id` column (1 MiB chunks) and a `payload`
+/// column (`payload` bytes per chunk), laid out back to back after the magic.
+fn layout(row_groups: usize, payload: u64) -> Arc<FileLayout> {
+    let mut offset = 4;
+    let mut groups = vec![];
+    for _ in 0..row_groups {
+        let id = offset..offset + MIB;
+        offset = id.end;
+        let data = offset..offset + payload;
+        offset = data.end;
+        groups.push(vec![id, data]);
+    }
+    Arc::new(FileLayout::new(vec!["id".into(), "payload".into()], groups))
+}
+
+fn config(policy: PrefetchPolicy, window: u64, budget: u64) -> CoreConfig {
+    CoreConfig {
+        policy,
+        read_ahead_window: window,
+        memory_budget: budget,
+        file_open_depth: 2,
+        eager_first_read_cap: 16 * MIB,
+    }
+}
+
+/// One partition reading `files` files in order.
+fn core(policy: PrefetchPolicy, files: usize, window: u64, budget: u64) -> ScanCore {
+    ScanCore::new(config(policy, window, budget), files, vec![(0..files).collect()])
+}
+
+fn fetched(actions: &[Action]) -> Vec<(FileId, Vec<Range<u64>>)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Fetch { file, ranges, .. } => Some((*file, ranges.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn opened_ahead(actions: &[Action]) -> Vec<FileId> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::OpenAhead { file, .. } => Some(*file),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn pipelined_fetches_next_row_groups_of_read_columns_within_the_window() {
+    let layout = layout(4, 8 * MIB);
+    let mut core = core(PrefetchPolicy::Pipelined, 1, 20 * MIB, 100 * MIB);
+    core.reader_opened(0, 0);
+    core.metadata_known(0, Arc::clone(&layout));
+
+    let payload0 = layout.chunk(0, 1).unwrap();
+    let plan = core.plan_read(0, std::slice::from_ref(&payload0));
+    assert_eq!(plan.demand, vec![payload0]);
+    // Only the payload column was read, so only payload chunks are fetched ahead:
+    // row groups 1 and 2 fit in a 20 MiB window, row group 3 does not.
+    let ahead = fetched(&plan.actions);
+    assert_eq!(
+        ahead,
+        vec![
+            (0, vec![layout.chunk(1, 1).unwrap()]),
+            (0, vec![layout.chunk(2, 1).unwrap()])
+        ]
+    );
+    assert_eq!(core.stats().staged_bytes, 16 * MIB);
+    assert_eq!(core.stats().bytes_fetched_ahead, 16 * MIB);
+}
+
+#[test]
+fn staged_bytes_serve_reads_and_are_released_once_taken() {
+    let layout = layout(3, 8 * MIB);
+    let mut core = core(PrefetchPolicy::Pipelined, 1, 8 * MIB, 100 * MIB);
+    core.reader_opened(0, 0);
+    core.metadata_known(0, Arc::clone(&layout));
+    core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
+    assert_eq!(core.stats().staged_bytes, 8 * MIB);
+
+    // A page inside the prefetched chunk, then the rest of it.
+    let chunk = layout.chunk(1, 1).unwrap();
+    let page = chunk.start..chunk.start + 100;
+    let plan = core.plan_read(0, std::slice::from_ref(&page));
+    assert!(plan.demand.is_empty());
+    assert!(matches!(plan.parts[0], Part::Staged { offset: 0, len: 100, .. }));
+    let rest = chunk.start + 100..chunk.end;
+    let plan = core.plan_read(0, &[rest]);
+    assert!(plan.demand.is_empty());
+    assert!(matches!(plan.parts[0], Part::Staged { offset: 100, .. }));
+
+    let stats = core.stats();
+    assert_eq!(stats.bytes_served_from_prefetch, 8 * MIB);
+    assert_eq!(stats.bytes_wasted, 0);
+    // Fully taken, released, and the freed window went to row group 2.
+    assert_eq!(stats.staged_bytes, 8 * MIB);
+    assert_eq!(fetched(&plan.actions), vec![(0, vec![layout.chunk(2, 1).unwrap()])]);
+}
+
+#[test]
+fn skipped_row_groups_are_released_as_waste() {
+    let layout = layout(4, 4 * MIB);
+    let mut core = core(PrefetchPolicy::Pipelined, 1, 8 * MIB, 100 * MIB);
+    core.reader_opened(0, 0);
+    core.metadata_known(0, Arc::clone(&layout));
+    core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
+    // Row groups 1 and 2 are staged; the decoder jumps to 3 (1 and 2 pruned).
+    let plan = core.plan_read(0, &[layout.chunk(3, 1).unwrap()]);
+    assert_eq!(plan.demand, vec![layout.chunk(3, 1).unwrap()]);
+    assert_eq!(core.stats().bytes_wasted, 8 * MIB);
+    assert_eq!(core.stats().staged_bytes, 0);
+    assert_eq!(
+        plan.actions
+            .iter()
+            .filter(|a| matches!(a, Action::Cancel { .. }))
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn descending_reads_fetch_earlier_row_groups() {
+    let layout = layout(4, 4 * MIB);
+    let mut core = core(PrefetchPolicy::Pipelined, 1, 4 * MIB, 100 * MIB);
+    core.reader_opened(0, 0);
+    core.metadata_known(0, Arc::clone(&layout));
+    core.plan_read(0, &[layout.chunk(3, 1).unwrap()]);
+    let plan = core.plan_read(0, &[layout.chunk(2, 1).unwrap()]);
+    // Row group 3 → 2 reveals the direction; wrong guesses (none here) would be waste.
+    let ahead = fetched(&plan.actions);
+    assert_eq!(ahead, vec![(0, vec![layout.chunk(1, 1).unwrap()])]);
+}
+
+#[test]
+fn upcoming_files_are_opened_ahead_and_eagerly_read_once_the_projection_is_known() {
+    let layout = layout(1, 8 * MIB);
+    let mut core = core(PrefetchPolicy::Pipelined, 5, 32 * MIB, 100 * MIB);
+    let actions = core.reader_opened(0, 0);
+    assert_eq!(opened_ahead(&actions), vec![1, 2]);
+    for file in 0..3 {
+        assert!(fetched(&core.metadata_known(file, Arc::clone(&layout))).is_empty());
+    }
+    // The first demand read teaches the projection: payload only.
+    let plan = core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
+    let chunk = layout.chunk(0, 1).unwrap();
+    assert_eq!(fetched(&plan.actions), vec![(1, vec![chunk.clone()]), (2, vec![chunk])]);
+
+    // Opening file 1 opens file 3 ahead; file 2 is already requested.
+    let actions = core.reader_opened(1, 0);
+    assert_eq!(opened_ahead(&actions), vec![3]);
+    assert_eq!(core.stats().files_opened_ahead, 3);
+}
+
+#[test]
+fn eager_first_reads_respect_their_cap() {
+    let layout = layout(1, 8 * MIB);
+    let mut config = config(PrefetchPolicy::Pipelined, 64 * MIB, 100 * MIB);
+    config.eager_first_read_cap = 4 * MIB;
+    let mut core = ScanCore::new(config, 3, vec![vec![0, 1, 2]]);
+    core.reader_opened(0, 0);
+    for file in 0..3 {
+        core.metadata_known(file, Arc::clone(&layout));
+    }
+    // id (1 MiB) and payload (8 MiB) were both read; only id fits in 4 MiB.
+    let plan = core.plan_read(0, &[layout.chunk(0, 0).unwrap(), layout.chunk(0, 1).unwrap()]);
+    let id = layout.chunk(0, 0).unwrap();
+    assert_eq!(fetched(&plan.actions), vec![(1, vec![id.clone()]), (2, vec![id])]);
+}
+
+#[test]
+fn batched_widens_the_demand_request_instead_of_fetching_in_the_background() {
+    let layout = layout(4, 4 * MIB);
+    let mut core = core(PrefetchPolicy::Batched, 2, 8 * MIB, 100 * MIB);
+    assert!(core.reader_opened(0, 0).is_empty(), "no cross-file work");
+    core.metadata_known(0, Arc::clone(&layout));
+    let plan = core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
+    assert!(plan.actions.is_empty());
+    let (_, widened) = plan.widened.expect("widened");
+    assert_eq!(widened, vec![layout.chunk(1, 1).unwrap(), layout.chunk(2, 1).unwrap()]);
+    let plan = core.plan_read(0, &[layout.chunk(1, 1).unwrap()]);
+    assert!(plan.demand.is_empty());
+    assert!(plan.widened.is_none(), "no demand request to widen");
+}
+
+#[test]
+fn closing_the_last_reader_releases_the_file() {
+    let layout = layout(4, 4 * MIB);
+    let mut core = core(PrefetchPolicy::Pipelined, 1, 8 * MIB, 100 * MIB);
+    core.reader_opened(0, 0);
+    core.reader_opened(0, 0);
+    core.metadata_known(0, Arc::clone(&layout));
+    core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
+    assert_eq!(core.stats().staged_bytes, 8 * MIB);
+    assert!(core.reader_closed(0).is_empty(), "another reader is open");
+    let actions = core.reader_closed(0);
+    assert_eq!(actions.len(), 2, "both fetches cancelled");
+    assert_eq!(core.stats().staged_bytes, 0);
+    assert_eq!(core.stats().bytes_wasted, 8 * MIB);
+}
+
+#[test]
+fn a_failed_prefetch_falls_back_to_demand() {
+    let layout = layout(3, 4 * MIB);
+    let mut core = core(PrefetchPolicy::Pipelined, 1, 4 * MIB, 100 * MIB);
+    core.reader_opened(0, 0);
+    core.metadata_known(0, Arc::clone(&layout));
+    let plan = core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
+    let Some(Action::Fetch { id, .. }) = plan.actions.first().cloned() else {
+        panic!("expected a fetch: {plan:?}");
+    };
+    // The freed window goes to row group 2; row group 1 is left to the decoder.
+    let actions = core.fetch_failed(id);
+    assert_eq!(fetched(&actions), vec![(0, vec![layout.chunk(2, 1).unwrap()])]);
+    assert_eq!(core.stats().failed_prefetches, 1);
+    let plan = core.plan_read(0, &[layout.chunk(1, 1).unwrap()]);
+    assert_eq!(plan.demand, vec![layout.chunk(1, 1).unwrap()]);
+}
+
+#[test]
+fn a_refusing_memory_pool_pauses_read_ahead_until_bytes_are_released() {
+    let layout = layout(4, 4 * MIB);
+    let mut core = core(PrefetchPolicy::Pipelined, 1, 8 * MIB, 100 * MIB);
+    core.reader_opened(0, 0);
+    core.metadata_known(0, Arc::clone(&layout));
+    let plan = core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
+    for action in &plan.actions {
+        if let Action::Fetch { id, .. } = action {
+            core.pool_refused(*id);
+        }
+    }
+    assert_eq!(core.stats().staged_bytes, 0);
+    // Nothing staged, nothing released: still paused.
+    let plan = core.plan_read(0, &[layout.chunk(1, 1).unwrap()]);
+    assert!(fetched(&plan.actions).is_empty());
+    assert_eq!(core.stats().failed_prefetches, 2);
+}
+
+#[test]
+fn a_chunk_larger_than_the_window_is_never_fetched_ahead() {
+    let layout = layout(3, 16 * MIB);
+    let mut core = core(PrefetchPolicy::Pipelined, 1, 8 * MIB, 100 * MIB);
+    core.reader_opened(0, 0);
+    core.metadata_known(0, Arc::clone(&layout));
+    let plan = core.plan_read(0, &[layout.chunk(0, 0).unwrap(), layout.chunk(0, 1).unwrap()]);
+    // id chunks (1 MiB) of the next row groups still go ahead.
+    let ahead = fetched(&plan.actions);
+    assert_eq!(
+        ahead,
+        vec![
+            (0, vec![layout.chunk(1, 0).unwrap()]),
+            (0, vec![layout.chunk(2, 0).unwrap()])
+        ]
+    );
+}
+
+#[test]
+fn shutdown_releases_everything() {
+    let layout = layout(1, 8 * MIB);
+    let mut core = core(PrefetchPolicy::Pipelined, 4, 32 * MIB, 100 * MIB);
+    core.reader_opened(0, 0);
+    for file in 0..4 {
+        core.metadata_known(file, Arc::clone(&layout));
+    }
+    core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
+    assert!(core.stats().staged_bytes > 0);
+    core.shutdown();
+    assert_eq!(core.stats().staged_bytes, 0);
+}
+
+#[test]
+fn off_never_reads_ahead() {
+    let layout = layout(4, MIB);
+    let mut core = core(PrefetchPolicy::Off, 2, 8 * MIB, 100 * MIB);
+    core.reader_opened(0, 0);
+    core.metadata_known(0, Arc::clone(&layout));
+    let plan = core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
+    assert!(plan.actions.is_empty() && plan.widened.is_none());
+    assert_eq!(core.stats().bytes_fetched_ahead, 0);
+}
+
+#[derive(Debug, Clone)]
+enum Event {
+    Open(FileId, PartitionId),
+    Close(FileId),
+    Metadata(FileId),
+    Read(FileId, usize, bool),
+    FailFirst,
+    RefuseFirst,
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    prop_oneof![
+        (0..6usize, 0..3usize).prop_map(|(f, p)| Event::Open(f, p)),
+        (0..6usize).prop_map(Event::Close),
+        (0..6usize).prop_map(Event::Metadata),
+        (0..6usize, 0..5usize, any::<bool>()).prop_map(|(f, rg, both)| Event::Read(f, rg, both)),
+        Just(Event::FailFirst),
+        Just(Event::RefuseFirst),
+    ]
+}
+
+proptest! {
+    /// Whatever happens, staged bytes never exceed the budget, a partition
+    /// never holds more than its window, and shutdown returns staging to zero.
+    #[test]
+    fn the_budget_and_window_always_hold(
+        policy in prop_oneof![Just(PrefetchPolicy::Batched), Just(PrefetchPolicy::Pipelined)],
+        window_mib in 1u64..24,
+        extra_mib in 0u64..24,
+        payload_kib in 1u64..6000,
+        events in proptest::collection::vec(event(), 1..80),
+    ) {
+        let window = window_mib * MIB;
+        let budget = window + extra_mib * MIB;
+        let layout = layout(5, payload_kib * 1024);
+        let order = vec![vec![0, 1, 2], vec![3, 4, 5], vec![0, 1, 2, 3, 4, 5]];
+        let mut core = ScanCore::new(config(policy, window, budget), 6, order);
+        let mut live: Vec<FetchId> = vec![];
+        for event in events {
+            let actions = match event {
+                Event::Open(f, p) => core.reader_opened(f, p),
+                Event::Close(f) => core.reader_closed(f),
+                Event::Metadata(f) => core.metadata_known(f, Arc::clone(&layout)),
+                Event::Read(f, rg, both) => {
+                    let mut ranges = vec![layout.chunk(rg, 1).unwrap()];
+                    if both {
+                        ranges.push(layout.chunk(rg, 0).unwrap());
+                    }
+                    let plan = core.plan_read(f, &ranges);
+                    prop_assert_eq!(plan.parts.len(), ranges.len());
+                    if let Some((id, _)) = plan.widened {
+                        live.push(id);
+                    }
+                    plan.actions
+                }
+                Event::FailFirst => match live.pop() {
+                    Some(id) => core.fetch_failed(id),
+                    None => vec![],
+                },
+                Event::RefuseFirst => {
+                    if let Some(id) = live.pop() {
+                        core.pool_refused(id);
+                    }
+                    vec![]
+                }
+            };
+            for action in &actions {
+                if let Action::Fetch { id, .. } = action {
+                    live.push(*id);
+                }
+            }
+            let stats = core.stats();
+            prop_assert!(stats.staged_bytes <= budget, "{} > {}", stats.staged_bytes, budget);
+            prop_assert!(stats.peak_staged_bytes <= budget);
+            for (partition, staged) in &core.partition_staged() {
+                prop_assert!(*staged <= window, "partition {} holds {}", partition, staged);
+            }
+        }
+        core.shutdown();
+        prop_assert_eq!(core.stats().staged_bytes, 0);
+        let stats = core.stats();
+        prop_assert!(stats.bytes_wasted <= stats.bytes_fetched_ahead);
+    }
+}
