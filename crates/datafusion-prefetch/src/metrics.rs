@@ -120,7 +120,8 @@ impl ScanMetrics {
             bytes_wasted: counter("prefetch_bytes_wasted"),
             failed_prefetches: counter("prefetch_failed_prefetches"),
             files_opened_ahead: counter("prefetch_files_opened_ahead"),
-            peak_staged_bytes: MetricBuilder::new(metrics).global_gauge("prefetch_peak_staged_bytes"),
+            peak_staged_bytes: MetricBuilder::new(metrics)
+                .global_gauge("prefetch_peak_staged_bytes"),
             time_to_first_batch: global_time(metrics, "prefetch_time_to_first_batch"),
             io_wait: global_time(metrics, "prefetch_io_wait"),
             stats,
@@ -174,11 +175,16 @@ impl ScanMetrics {
             before.bytes_wasted,
             now.bytes_wasted,
         );
-        let failed = now.failed_prefetches.saturating_sub(before.failed_prefetches);
+        let failed = now
+            .failed_prefetches
+            .saturating_sub(before.failed_prefetches);
         self.failed_prefetches.add(failed as usize);
-        let opened = now.files_opened_ahead.saturating_sub(before.files_opened_ahead);
+        let opened = now
+            .files_opened_ahead
+            .saturating_sub(before.files_opened_ahead);
         self.files_opened_ahead.add(opened as usize);
-        self.peak_staged_bytes.set_max(now.peak_staged_bytes as usize);
+        self.peak_staged_bytes
+            .set_max(now.peak_staged_bytes as usize);
         self.stats
             .peak_staged_bytes
             .fetch_max(now.peak_staged_bytes, Ordering::SeqCst);

@@ -100,7 +100,12 @@ impl PhysicalOptimizerRule for PrefetchScanRule {
 pub fn enable_prefetch(state: SessionState) -> SessionState {
     let runtime = Arc::clone(state.runtime_env());
     let mut config = state.config().clone();
-    if config.options().extensions.get::<PrefetchOptions>().is_none() {
+    if config
+        .options()
+        .extensions
+        .get::<PrefetchOptions>()
+        .is_none()
+    {
         config = config.with_option_extension(PrefetchOptions::default());
     }
     SessionStateBuilder::new_from_existing(state)
@@ -110,6 +115,8 @@ pub fn enable_prefetch(state: SessionState) -> SessionState {
 }
 
 /// A [`SessionContext`] with default features whose Parquet scans prefetch.
+///
+/// It also enables the information schema, which `SHOW prefetch.<key>` needs.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -126,7 +133,7 @@ pub fn enable_prefetch(state: SessionState) -> SessionState {
 /// ```
 pub fn prefetching_context(config: SessionConfig) -> SessionContext {
     let state = SessionStateBuilder::new()
-        .with_config(config)
+        .with_config(config.with_information_schema(true))
         .with_default_features()
         .build();
     SessionContext::new_with_state(enable_prefetch(state))

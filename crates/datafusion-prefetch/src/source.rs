@@ -10,7 +10,9 @@ use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, UnboundedMemoryPool};
 use datafusion::execution::runtime_env::RuntimeEnv;
+use datafusion::physical_expr::projection::ProjectionExprs;
 use datafusion::physical_expr::{EquivalenceProperties, LexOrdering, PhysicalExpr};
+use datafusion::physical_expr_common::sort_expr::PhysicalSortExpr;
 use datafusion::physical_plan::filter_pushdown::FilterPushdownPropagation;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use datafusion::physical_plan::{DisplayFormatType, SortOrderPushdownResult};
@@ -24,8 +26,6 @@ use datafusion_datasource_parquet::source::ParquetSource;
 use datafusion_datasource_parquet::{
     CachedParquetFileReaderFactory, DefaultParquetFileReaderFactory, ParquetFileReaderFactory,
 };
-use datafusion::physical_expr::projection::ProjectionExprs;
-use datafusion::physical_expr_common::sort_expr::PhysicalSortExpr;
 use object_store::ObjectStore;
 use parking_lot::Mutex;
 
@@ -203,17 +203,19 @@ impl PrefetchingParquetSource {
             files.len(),
             order,
         );
-        let inner_factory: Arc<dyn ParquetFileReaderFactory> =
-            match (self.inner.parquet_file_reader_factory(), &self.metadata_cache) {
-                (Some(factory), _) => Arc::clone(factory),
-                (None, Some(cache)) => Arc::new(CachedParquetFileReaderFactory::new(
-                    Arc::clone(object_store),
-                    Arc::clone(cache),
-                )),
-                (None, None) => Arc::new(DefaultParquetFileReaderFactory::new(Arc::clone(
-                    object_store,
-                ))),
-            };
+        let inner_factory: Arc<dyn ParquetFileReaderFactory> = match (
+            self.inner.parquet_file_reader_factory(),
+            &self.metadata_cache,
+        ) {
+            (Some(factory), _) => Arc::clone(factory),
+            (None, Some(cache)) => Arc::new(CachedParquetFileReaderFactory::new(
+                Arc::clone(object_store),
+                Arc::clone(cache),
+            )),
+            (None, None) => Arc::new(DefaultParquetFileReaderFactory::new(Arc::clone(
+                object_store,
+            ))),
+        };
         let pool = self
             .memory_pool
             .clone()
@@ -234,10 +236,7 @@ impl PrefetchingParquetSource {
     }
 
     fn inner_metadata_size_hint(&self) -> Option<usize> {
-        self.inner
-            .table_parquet_options()
-            .global
-            .metadata_size_hint
+        self.inner.table_parquet_options().global.metadata_size_hint
     }
 }
 

@@ -118,12 +118,13 @@ impl PrefetchingParquetTableBuilder {
             .map(ListingTableUrl::parse)
             .collect::<Result<Vec<_>>>()?;
         let format = ParquetFormat::default().with_options(state.table_options().parquet.clone());
-        let mut options = ListingOptions::new(Arc::new(format))
-            .with_file_extension(self.file_extension);
+        let mut options =
+            ListingOptions::new(Arc::new(format)).with_file_extension(self.file_extension);
         if let Some(columns) = self.partition_columns {
             options = options.with_table_partition_cols(columns);
         }
-        let mut config = ListingTableConfig::new_with_multi_paths(urls).with_listing_options(options);
+        let mut config =
+            ListingTableConfig::new_with_multi_paths(urls).with_listing_options(options);
         if self.infer_partitions {
             config = config.infer_partitions_from_path(state).await?;
         }
@@ -157,7 +158,8 @@ impl TableProvider for PrefetchingParquetTable {
         let plan = self.listing.scan(state, projection, filters, limit).await?;
         // Wrap now so the scan prefetches even in sessions without the rule;
         // the rule leaves an already-wrapped scan alone.
-        PrefetchScanRule::new(Arc::clone(state.runtime_env())).optimize(plan, state.config_options())
+        PrefetchScanRule::new(Arc::clone(state.runtime_env()))
+            .optimize(plan, state.config_options())
     }
 
     fn supports_filters_pushdown(

@@ -54,8 +54,7 @@ impl fmt::Display for ByteSizeError {
 
 impl std::error::Error for ByteSizeError {}
 
-const ACCEPTED: &str =
-    "a non-negative size such as 16MiB, 512KiB, 1GB or a plain number of bytes";
+const ACCEPTED: &str = "a non-negative size such as 16MiB, 512KiB, 1GB or a plain number of bytes";
 
 impl FromStr for ByteSize {
     type Err = ByteSizeError;
@@ -91,8 +90,7 @@ impl FromStr for ByteSize {
         // Fractions only make sense with a unit that turns them into whole bytes.
         let value: f64 = number.parse().map_err(|_| fail())?;
         let bytes = value * multiplier as f64;
-        if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 || bytes.fract() != 0.0
-        {
+        if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 || bytes.fract() != 0.0 {
             return Err(fail());
         }
         Ok(Self(bytes as u64))
@@ -101,8 +99,12 @@ impl FromStr for ByteSize {
 
 impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const UNITS: [(u64, &str); 4] =
-            [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+        const UNITS: [(u64, &str); 4] = [
+            (1 << 40, "TiB"),
+            (1 << 30, "GiB"),
+            (1 << 20, "MiB"),
+            (1 << 10, "KiB"),
+        ];
         for (unit, name) in UNITS {
             if self.0 >= unit && self.0 % unit == 0 {
                 return write!(f, "{}{name}", self.0 / unit);
@@ -134,7 +136,17 @@ mod tests {
 
     #[test]
     fn refuses_negative_fractional_bytes_and_garbage() {
-        for bad in ["-1", "-1MiB", "", "MiB", "1.5", "abc", "12XB", "1..2MiB", "99999999999TiB"] {
+        for bad in [
+            "-1",
+            "-1MiB",
+            "",
+            "MiB",
+            "1.5",
+            "abc",
+            "12XB",
+            "1..2MiB",
+            "99999999999TiB",
+        ] {
             let err = parse(bad).unwrap_err().to_string();
             assert!(err.contains("16MiB"), "{bad}: {err}");
         }

@@ -360,15 +360,27 @@ mod tests {
     #[test]
     fn refusals_name_the_key_and_what_it_accepts() {
         let cases = [
-            ("policy", "bogus", "accepted values: off, batched, pipelined"),
+            (
+                "policy",
+                "bogus",
+                "accepted values: off, batched, pipelined",
+            ),
             ("policy", "streaming", "not implemented yet"),
             ("read_ahead_window", "-1", "prefetch.read_ahead_window"),
             ("read_ahead_window", "0", "at least 1 byte"),
             ("memory_budget", "lots", "prefetch.memory_budget"),
-            ("memory_budget", "1MiB", "must not exceed prefetch.memory_budget"),
+            (
+                "memory_budget",
+                "1MiB",
+                "must not exceed prefetch.memory_budget",
+            ),
             ("file_open_depth", "-2", "prefetch.file_open_depth"),
             ("file_open_depth", "100000", "from 0 to 256"),
-            ("eager_first_read_cap", "1.5", "prefetch.eager_first_read_cap"),
+            (
+                "eager_first_read_cap",
+                "1.5",
+                "prefetch.eager_first_read_cap",
+            ),
             ("nope", "1", "unknown setting 'prefetch.nope'"),
         ];
         for (key, value, expected) in cases {

@@ -40,11 +40,7 @@ impl FileLayout {
         access_plan: Option<&ParquetAccessPlan>,
     ) -> Self {
         let schema = metadata.file_metadata().schema_descr();
-        let column_paths = schema
-            .columns()
-            .iter()
-            .map(|c| c.path().string())
-            .collect();
+        let column_paths = schema.columns().iter().map(|c| c.path().string()).collect();
         let row_groups: Vec<Vec<Range<u64>>> = metadata
             .row_groups()
             .iter()
@@ -72,9 +68,8 @@ impl FileLayout {
                     }
                     _ => true,
                 };
-                let planned = access_plan.is_none_or(|plan| {
-                    *idx < plan.len() && plan.should_scan(*idx)
-                });
+                let planned =
+                    access_plan.is_none_or(|plan| *idx < plan.len() && plan.should_scan(*idx));
                 in_range && planned
             })
             .map(|(idx, _)| idx)

@@ -60,10 +60,14 @@ pub enum Action {
         /// The ranges, one per column chunk.
         ranges: Vec<Range<u64>>,
     },
-    /// Nothing wants the bytes of this fetch any more: stop it and drop its buffers.
-    Cancel {
-        /// The fetch to stop.
+    /// The scheduler is done with this fetch: drop its buffers. When `abort`,
+    /// nobody was served from it, so a request still in flight is stopped too;
+    /// otherwise a reader may still be awaiting it and it must land.
+    Release {
+        /// The fetch to release.
         id: FetchId,
+        /// Whether to stop the request if it is still in flight.
+        abort: bool,
     },
 }
 
@@ -154,6 +158,13 @@ impl StagedChunk {
     }
 }
 
+/// How many of a fetch's chunks are still staged, and whether any was served.
+#[derive(Debug, Default)]
+struct LiveFetch {
+    chunks: usize,
+    served: bool,
+}
+
 /// Key of a staged chunk: (file, row group, leaf column).
 type ChunkKey = (FileId, usize, usize);
 
@@ -168,7 +179,7 @@ pub struct ScanCore {
     /// observed, used to predict an upcoming file's reads.
     learned_paths: BTreeSet<String>,
     staged: BTreeMap<ChunkKey, StagedChunk>,
-    live_chunks: BTreeMap<FetchId, usize>,
+    live_fetches: BTreeMap<FetchId, LiveFetch>,
     partition_staged: BTreeMap<PartitionId, u64>,
     next_fetch: u64,
     /// Set when the memory pool refused a reservation; cleared when bytes are
@@ -187,7 +198,7 @@ impl ScanCore {
             order,
             learned_paths: BTreeSet::new(),
             staged: BTreeMap::new(),
-            live_chunks: BTreeMap::new(),
+            live_fetches: BTreeMap::new(),
             partition_staged: BTreeMap::new(),
             next_fetch: 0,
             pool_backoff: false,
@@ -207,7 +218,10 @@ impl ScanCore {
 
     /// Bytes staged per partition, charged against each partition's window.
     pub fn partition_staged(&self) -> Vec<(PartitionId, u64)> {
-        self.partition_staged.iter().map(|(p, b)| (*p, *b)).collect()
+        self.partition_staged
+            .iter()
+            .map(|(p, b)| (*p, *b))
+            .collect()
     }
 
     /// The layout of a file, once its footer has been read.
@@ -286,6 +300,9 @@ impl ScanCore {
                     let len = range.end - range.start;
                     chunk.taken += len;
                     self.stats.bytes_served_from_prefetch += len;
+                    if let Some(fetch) = self.live_fetches.get_mut(&chunk.fetch) {
+                        fetch.served = true;
+                    }
                     plan.parts.push(Part::Staged {
                         id: chunk.fetch,
                         index: chunk.index,
@@ -306,8 +323,7 @@ impl ScanCore {
         let state = &self.files[file];
         let (cursor, descending) = (state.cursor, state.descending);
         plan.actions.extend(self.release_where(|&(f, rg, _)| {
-            f == file
-                && cursor.is_some_and(|c| if descending { rg > c } else { rg < c })
+            f == file && cursor.is_some_and(|c| if descending { rg > c } else { rg < c })
         }));
         let fully_taken: Vec<ChunkKey> = self
             .staged
@@ -322,9 +338,7 @@ impl ScanCore {
             // Batched only widens a request that is being made anyway.
             PrefetchPolicy::Batched if !plan.demand.is_empty() => {
                 let candidates = self.row_groups_ahead(file);
-                if let Some(Action::Fetch { id, ranges, .. }) =
-                    self.admit(candidates, true).pop()
-                {
+                if let Some(Action::Fetch { id, ranges, .. }) = self.admit(candidates, true).pop() {
                     plan.widened = Some((id, ranges));
                 }
             }
@@ -371,7 +385,7 @@ impl ScanCore {
             // Let the decoder's demand read fetch it rather than trying again.
             self.files[key.0].consumed.insert((key.1, key.2));
         }
-        self.live_chunks.remove(&id);
+        self.live_fetches.remove(&id);
     }
 
     /// Mark the `depth` files after `file` in `partition`'s order for opening ahead.
@@ -418,7 +432,13 @@ impl ScanCore {
             .scanned_row_groups
             .iter()
             .copied()
-            .filter(|rg| if state.descending { *rg < cursor } else { *rg > cursor })
+            .filter(|rg| {
+                if state.descending {
+                    *rg < cursor
+                } else {
+                    *rg > cursor
+                }
+            })
             .collect();
         if state.descending {
             upcoming.reverse();
@@ -518,7 +538,11 @@ impl ScanCore {
     /// into one fetch, or everything into one fetch when `single_fetch`. Stops at
     /// the first chunk that does not fit now, so read-ahead stays in decode
     /// order; skips chunks that can never fit.
-    fn admit(&mut self, candidates: Vec<(ChunkKey, Range<u64>)>, single_fetch: bool) -> Vec<Action> {
+    fn admit(
+        &mut self,
+        candidates: Vec<(ChunkKey, Range<u64>)>,
+        single_fetch: bool,
+    ) -> Vec<Action> {
         let mut fetches: Vec<(FetchId, FileId, usize, Vec<Range<u64>>)> = vec![];
         for (key, range) in candidates {
             let (file, row_group, _) = key;
@@ -551,11 +575,12 @@ impl ScanCore {
                 partition,
             };
             ranges.push(range);
-            *self.live_chunks.entry(id).or_default() += 1;
+            self.live_fetches.entry(id).or_default().chunks += 1;
             *self.partition_staged.entry(partition).or_default() += len;
             self.stats.staged_bytes += len;
             self.stats.bytes_fetched_ahead += len;
-            self.stats.peak_staged_bytes = self.stats.peak_staged_bytes.max(self.stats.staged_bytes);
+            self.stats.peak_staged_bytes =
+                self.stats.peak_staged_bytes.max(self.stats.staged_bytes);
             self.staged.insert(key, chunk);
         }
         fetches
@@ -565,17 +590,26 @@ impl ScanCore {
     }
 
     fn release_where(&mut self, mut predicate: impl FnMut(&ChunkKey) -> bool) -> Vec<Action> {
-        let keys: Vec<ChunkKey> = self.staged.keys().copied().filter(|k| predicate(k)).collect();
+        let keys: Vec<ChunkKey> = self
+            .staged
+            .keys()
+            .copied()
+            .filter(|k| predicate(k))
+            .collect();
         let mut actions = vec![];
         for key in keys {
             let chunk = self.staged.remove(&key).expect("key from staged");
             self.stats.bytes_wasted += chunk.len().saturating_sub(chunk.taken);
             self.unstage(&chunk);
-            let live = self.live_chunks.get_mut(&chunk.fetch).expect("live fetch");
-            *live -= 1;
-            if *live == 0 {
-                self.live_chunks.remove(&chunk.fetch);
-                actions.push(Action::Cancel { id: chunk.fetch });
+            let live = self.live_fetches.get_mut(&chunk.fetch).expect("live fetch");
+            live.chunks -= 1;
+            if live.chunks == 0 {
+                let abort = !live.served;
+                self.live_fetches.remove(&chunk.fetch);
+                actions.push(Action::Release {
+                    id: chunk.fetch,
+                    abort,
+                });
             }
         }
         actions

@@ -154,11 +154,12 @@ impl ScanScheduler {
                     }
                     self.spawn_fetch(id, file, ranges);
                 }
-                Action::Cancel { id } => {
+                Action::Release { id, abort } => {
                     if let Some(slot) = self.fetches.lock().remove(&id)
-                        && let Some(abort) = slot.abort
+                        && abort
+                        && let Some(handle) = slot.abort
                     {
-                        abort.abort();
+                        handle.abort();
                     }
                 }
             }
@@ -181,9 +182,7 @@ impl ScanScheduler {
                     if let Some(scheduler) = this.upgrade() {
                         scheduler.apply(|core| ((), core.fetch_failed(id)));
                     }
-                    Err(Arc::new(format!(
-                        "prefetch of {location} failed: {e}"
-                    )))
+                    Err(Arc::new(format!("prefetch of {location} failed: {e}")))
                 }
             }
         });
@@ -267,7 +266,8 @@ impl ScanScheduler {
         metadata: &ParquetMetaData,
     ) {
         let access_plan = partitioned_file.extensions.get::<ParquetAccessPlan>();
-        let layout = FileLayout::from_metadata(metadata, partitioned_file.range.as_ref(), access_plan);
+        let layout =
+            FileLayout::from_metadata(metadata, partitioned_file.range.as_ref(), access_plan);
         self.apply(|core| ((), core.metadata_known(file, Arc::new(layout))));
     }
 
@@ -303,7 +303,7 @@ impl ScanScheduler {
         ranges: Vec<Range<u64>>,
     ) -> parquet::errors::Result<Vec<Bytes>> {
         let started = Instant::now();
-        let plan = self.apply(|core| {
+        let (plan, staged_fetches) = self.apply(|core| {
             let mut plan = core.plan_read(file, &ranges);
             let actions = std::mem::take(&mut plan.actions);
             if let Some((id, widened)) = &plan.widened {
@@ -313,19 +313,19 @@ impl ScanScheduler {
                     plan.widened = None;
                 }
             }
-            (plan, actions)
-        });
-        // Clone the staged fetches' futures once their actions have been carried out.
-        let staged_fetches: HashMap<FetchId, SharedFetch> = {
+            // Take the staged fetches now: serving a chunk whole releases it, and
+            // the release (carried out next) drops the scheduler's handle on it.
             let fetches = self.fetches.lock();
-            plan.parts
+            let staged: HashMap<FetchId, SharedFetch> = plan
+                .parts
                 .iter()
                 .filter_map(|p| match p {
                     Part::Staged { id, .. } => fetches.get(id).map(|s| (*id, s.result.clone())),
                     Part::Demand { .. } => None,
                 })
-                .collect()
-        };
+                .collect();
+            ((plan, staged), actions)
+        });
 
         let mut demand_bytes = vec![];
         if !plan.demand.is_empty() || plan.widened.is_some() {

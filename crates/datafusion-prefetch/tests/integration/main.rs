@@ -1,0 +1,6 @@
+//! Integration tests of datafusion-prefetch against a simulated object store.
+//! One test binary, so DataFusion is linked once.
+
+mod mechanism;
+mod sql;
+mod support;

@@ -1,0 +1,227 @@
+//! Shared fixtures: Parquet files in a simulated store, a prefetching session,
+//! and access to the scan's live statistics.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::datasource::physical_plan::FileScanConfig;
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::execution::memory_pool::MemoryPool;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use datafusion_prefetch::{PrefetchStats, PrefetchingParquetSource, enable_prefetch};
+use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig, StoreStats};
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use parquet::arrow::ArrowWriter;
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::properties::WriterProperties;
+use url::Url;
+
+/// The table every fixture registers: `t(id UInt64, payload Int64, tag Utf8)`.
+pub fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::UInt64, false),
+        Field::new("payload", DataType::Int64, true),
+        Field::new("tag", DataType::Utf8, true),
+    ]))
+}
+
+/// Deterministic pseudo-random numbers (no dependency, same on every run).
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A Parquet file of `rows` rows starting at `first_id`, in row groups of
+/// `row_group_rows`. Payloads are random, so they do not compress.
+pub fn parquet_file(first_id: u64, rows: usize, row_group_rows: usize) -> Bytes {
+    let ids: Vec<u64> = (first_id..first_id + rows as u64).collect();
+    let payload: Int64Array = ids
+        .iter()
+        .map(|i| (i % 97 != 0).then(|| (mix(*i) >> 1) as i64 % 1_000_000))
+        .collect();
+    let tags: StringArray = ids.iter().map(|i| Some(format!("tag{}", i % 7))).collect();
+    let batch = RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(UInt64Array::from(ids)),
+            Arc::new(payload),
+            Arc::new(tags),
+        ],
+    )
+    .unwrap();
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(row_group_rows))
+        .build();
+    let mut out = vec![];
+    let mut writer = ArrowWriter::try_new(&mut out, schema(), Some(props)).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+    Bytes::from(out)
+}
+
+/// The footer of a file, parsed locally.
+pub fn metadata(file: &Bytes) -> ParquetMetaData {
+    ParquetMetaDataReader::new().parse_and_finish(file).unwrap()
+}
+
+/// Byte range of column `column` in row group `row_group`.
+pub fn chunk(file: &Bytes, row_group: usize, column: usize) -> Range<u64> {
+    let (start, len) = metadata(file)
+        .row_group(row_group)
+        .column(column)
+        .byte_range();
+    start..start + len
+}
+
+/// Files in a simulated store registered as table `t`.
+pub struct Fixture {
+    pub ctx: SessionContext,
+    pub store: Arc<StoreStats>,
+    pub files: Vec<(Path, Bytes)>,
+    pub pool: Arc<dyn MemoryPool>,
+}
+
+/// Options of a [`Fixture`].
+pub struct FixtureOptions {
+    pub latency: Duration,
+    pub partitions: usize,
+    /// Register with an explicit schema and no statistics, so no footer is read
+    /// (and cached) while planning.
+    pub cold_footers: bool,
+    pub memory_limit: Option<usize>,
+}
+
+impl Default for FixtureOptions {
+    fn default() -> Self {
+        Self {
+            latency: Duration::from_millis(5),
+            partitions: 1,
+            cold_footers: false,
+            memory_limit: None,
+        }
+    }
+}
+
+pub async fn fixture(files: Vec<Bytes>, options: FixtureOptions) -> Fixture {
+    let store = SimulatedStore::new(
+        InMemory::new(),
+        SimulatedStoreConfig::fixed(options.latency),
+    );
+    let stats = store.stats();
+    let mut named = vec![];
+    for (i, bytes) in files.into_iter().enumerate() {
+        let path = Path::from(format!("data/file_{i:03}.parquet"));
+        store
+            .inner()
+            .put(&path, bytes.clone().into())
+            .await
+            .unwrap();
+        named.push((path, bytes));
+    }
+    let mut runtime = RuntimeEnvBuilder::new();
+    if let Some(limit) = options.memory_limit {
+        runtime = runtime.with_memory_limit(limit, 1.0);
+    }
+    let runtime = runtime.build_arc().unwrap();
+    let pool = Arc::clone(&runtime.memory_pool);
+    let mut config = SessionConfig::new()
+        .with_target_partitions(options.partitions)
+        .with_information_schema(true);
+    if options.cold_footers {
+        config.options_mut().execution.collect_statistics = false;
+    }
+    let state = datafusion::execution::SessionStateBuilder::new()
+        .with_config(config)
+        .with_runtime_env(runtime)
+        .with_default_features()
+        .build();
+    let ctx = SessionContext::new_with_state(enable_prefetch(state));
+    let store: Arc<dyn ObjectStore> = Arc::new(store);
+    ctx.register_object_store(&Url::parse("sim://bucket").unwrap(), store);
+    let schema = schema();
+    let mut read = ParquetReadOptions::default();
+    if options.cold_footers {
+        read = read.schema(&schema);
+    }
+    ctx.register_parquet("t", "sim://bucket/data/", read)
+        .await
+        .unwrap();
+    // Planning may have read footers; tests look at what the scan does.
+    stats.reset();
+    Fixture {
+        ctx,
+        store: stats,
+        files: named,
+        pool,
+    }
+}
+
+impl Fixture {
+    pub async fn set(&self, key: &str, value: &str) {
+        self.ctx
+            .sql(&format!("SET prefetch.{key} = '{value}'"))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+    }
+
+    pub async fn plan(&self, sql: &str) -> Arc<dyn ExecutionPlan> {
+        self.ctx
+            .sql(sql)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap()
+    }
+
+    /// Run `sql`, returning its pretty-printed result and the stats of its scans.
+    pub async fn run(&self, sql: &str) -> (String, Vec<Arc<PrefetchStats>>) {
+        let plan = self.plan(sql).await;
+        let stats = scan_stats(&plan);
+        let batches = datafusion::physical_plan::collect(plan, self.ctx.task_ctx())
+            .await
+            .unwrap();
+        (pretty_format_batches(&batches).unwrap().to_string(), stats)
+    }
+}
+
+/// The live statistics of every prefetching scan in `plan`.
+pub fn scan_stats(plan: &Arc<dyn ExecutionPlan>) -> Vec<Arc<PrefetchStats>> {
+    let mut out = vec![];
+    if let Some(exec) = plan.downcast_ref::<DataSourceExec>()
+        && let Some(scan) = exec.data_source().downcast_ref::<FileScanConfig>()
+        && let Some(source) = scan
+            .file_source()
+            .downcast_ref::<PrefetchingParquetSource>()
+    {
+        out.push(source.stats());
+    }
+    for child in plan.children() {
+        out.extend(scan_stats(child));
+    }
+    out
+}
+
+/// Wait (bounded) until background tasks have wound down.
+pub async fn settle(stats: &PrefetchStats) {
+    for _ in 0..200 {
+        if stats.live_tasks() == 0 && stats.staged_bytes() == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
