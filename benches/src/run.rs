@@ -56,7 +56,9 @@ pub struct Measurement {
 fn prefetch_stats(plan: &Arc<dyn ExecutionPlan>, out: &mut Vec<Arc<PrefetchStats>>) {
     if let Some(exec) = plan.downcast_ref::<DataSourceExec>()
         && let Some(scan) = exec.data_source().downcast_ref::<FileScanConfig>()
-        && let Some(source) = scan.file_source().downcast_ref::<PrefetchingParquetSource>()
+        && let Some(source) = scan
+            .file_source()
+            .downcast_ref::<PrefetchingParquetSource>()
     {
         out.push(source.stats());
     }
@@ -76,7 +78,10 @@ pub fn checksum(batches: &[RecordBatch]) -> Result<(usize, String)> {
             .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
             .collect::<std::result::Result<Vec<_>, _>>()?;
         for row in 0..batch.num_rows() {
-            let cells: Vec<String> = formatters.iter().map(|f| f.value(row).to_string()).collect();
+            let cells: Vec<String> = formatters
+                .iter()
+                .map(|f| f.value(row).to_string())
+                .collect();
             rows.push(cells.join("\u{1f}"));
         }
     }
@@ -101,13 +106,23 @@ pub async fn measure(
     let store: Arc<dyn ObjectStore> = Arc::new(store);
     ctx.register_object_store(&Url::parse("sim://bench").expect("valid url"), store);
     for table in &suite.tables {
-        ctx.register_parquet(*table, format!("sim://bench/{table}/"), ParquetReadOptions::default())
-            .await?;
+        ctx.register_parquet(
+            *table,
+            format!("sim://bench/{table}/"),
+            ParquetReadOptions::default(),
+        )
+        .await?;
     }
-    ctx.sql(&format!("SET prefetch.policy = '{policy}'")).await?.collect().await?;
+    ctx.sql(&format!("SET prefetch.policy = '{policy}'"))
+        .await?
+        .collect()
+        .await?;
     let mut budget = "default".to_string();
     for (key, value) in &config.settings {
-        ctx.sql(&format!("SET prefetch.{key} = '{value}'")).await?.collect().await?;
+        ctx.sql(&format!("SET prefetch.{key} = '{value}'"))
+            .await?
+            .collect()
+            .await?;
         if key == "memory_budget" {
             budget = value.clone();
         }
@@ -144,7 +159,11 @@ pub async fn measure(
         requests: store_stats.get_requests(),
         bytes_fetched: store_stats.bytes_transferred(),
         bytes_wasted: sources.iter().map(|s| s.bytes_wasted()).sum(),
-        peak_staged_bytes: sources.iter().map(|s| s.peak_staged_bytes()).max().unwrap_or(0),
+        peak_staged_bytes: sources
+            .iter()
+            .map(|s| s.peak_staged_bytes())
+            .max()
+            .unwrap_or(0),
         memory_budget: budget,
         rows,
         checksum,

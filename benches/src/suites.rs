@@ -58,7 +58,11 @@ fn write_id_payload(dir: &Path, files: usize, rows: usize, row_group_rows: usize
     for file in 0..files {
         let path = dir.join(format!("part-{file:05}.parquet"));
         let tmp = path.with_extension("parquet.tmp");
-        let mut writer = ArrowWriter::try_new(fs::File::create(&tmp)?, id_payload_schema(), Some(props.clone()))?;
+        let mut writer = ArrowWriter::try_new(
+            fs::File::create(&tmp)?,
+            id_payload_schema(),
+            Some(props.clone()),
+        )?;
         let first = (file * rows) as u64;
         let chunk = 1 << 20;
         let mut start = 0;
@@ -79,64 +83,79 @@ fn write_id_payload(dir: &Path, files: usize, rows: usize, row_group_rows: usize
     Ok(())
 }
 
+/// The tables and queries of a suite, before its data is generated.
+struct Definition {
+    tables: Vec<&'static str>,
+    queries: Vec<(&'static str, &'static str)>,
+    dependent_round_trips: u32,
+}
+
+fn definition(name: &str) -> Result<Definition> {
+    let one_table = |queries| Definition {
+        tables: vec!["t"],
+        queries,
+        dependent_round_trips: 1,
+    };
+    Ok(match name {
+        "cross_file" => one_table(vec![("sum_payload", "SELECT sum(payload) FROM t")]),
+        "single_row_group" => one_table(vec![(
+            "full_scan",
+            "SELECT sum(payload), count(id), max(id) FROM t",
+        )]),
+        "many_small_files" => one_table(vec![
+            ("sum_payload", "SELECT sum(payload) FROM t"),
+            (
+                "count_filtered",
+                "SELECT count(*) FROM t WHERE payload % 7 = 0",
+            ),
+        ]),
+        other => {
+            return Err(DataFusionError::Configuration(format!(
+                "unknown suite '{other}'; known suites: {}",
+                SUITES.join(", ")
+            )));
+        }
+    })
+}
+
+fn generate(name: &str, dir: &Path) -> Result<()> {
+    match name {
+        // Upstream's cross-file workload: 20 single-row-group files.
+        "cross_file" => write_id_payload(&dir.join("t"), 20, 1_000_000, 1_000_000),
+        // One ~300 MB file in a single 8M-row row group.
+        "single_row_group" => write_id_payload(&dir.join("t"), 1, 8_000_000, 8_000_000),
+        // 1,000 files of about 100 KB each.
+        "many_small_files" => write_id_payload(&dir.join("t"), 1_000, 6_000, 6_000),
+        other => unreachable!("suite {other} has a definition"),
+    }
+}
+
 /// Generate `name`'s data under `cache` unless a complete copy is there, and
 /// describe the suite.
 pub fn prepare(name: &str, cache: &Path) -> Result<Suite> {
+    let definition = definition(name)?;
     let data_dir = cache.join(name);
     let done = data_dir.join(".complete");
-    let (tables, queries, rounds, generate): (Vec<&str>, Vec<(&str, &str)>, u32, Box<dyn Fn() -> Result<()>>) =
-        match name {
-            // Upstream's cross-file workload: 20 single-row-group files.
-            "cross_file" => (
-                vec!["t"],
-                vec![("sum_payload", "SELECT sum(payload) FROM t")],
-                1,
-                Box::new(|| write_id_payload(&data_dir.join("t"), 20, 1_000_000, 1_000_000)),
-            ),
-            // One ~300 MB file in a single 8M-row row group.
-            "single_row_group" => (
-                vec!["t"],
-                vec![("full_scan", "SELECT sum(payload), count(id), max(id) FROM t")],
-                1,
-                Box::new(|| write_id_payload(&data_dir.join("t"), 1, 8_000_000, 8_000_000)),
-            ),
-            // 1,000 files of about 100 KB each.
-            "many_small_files" => (
-                vec!["t"],
-                vec![
-                    ("sum_payload", "SELECT sum(payload) FROM t"),
-                    ("count_filtered", "SELECT count(*) FROM t WHERE payload % 7 = 0"),
-                ],
-                1,
-                Box::new(|| write_id_payload(&data_dir.join("t"), 1_000, 6_000, 6_000)),
-            ),
-            other => {
-                return Err(DataFusionError::Configuration(format!(
-                    "unknown suite '{other}'; known suites: {}",
-                    SUITES.join(", ")
-                )));
-            }
-        };
     if !done.exists() {
         if data_dir.exists() {
             fs::remove_dir_all(&data_dir)?;
         }
         eprintln!("generating {name} data in {}", data_dir.display());
-        generate()?;
+        generate(name, &data_dir)?;
         fs::write(&done, b"")?;
     }
-    drop(generate);
     Ok(Suite {
         name: SUITES.iter().find(|s| **s == name).expect("known suite"),
         data_dir,
-        tables,
-        queries: queries
+        tables: definition.tables,
+        queries: definition
+            .queries
             .into_iter()
             .map(|(n, sql)| Query {
                 name: n.to_string(),
                 sql: sql.to_string(),
             })
             .collect(),
-        dependent_round_trips: rounds,
+        dependent_round_trips: definition.dependent_round_trips,
     })
 }

@@ -106,7 +106,7 @@ impl fmt::Display for ByteSize {
             (1 << 10, "KiB"),
         ];
         for (unit, name) in UNITS {
-            if self.0 >= unit && self.0 % unit == 0 {
+            if self.0 >= unit && self.0.is_multiple_of(unit) {
                 return write!(f, "{}{name}", self.0 / unit);
             }
         }

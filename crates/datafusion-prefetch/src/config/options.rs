@@ -111,9 +111,9 @@ impl Default for PrefetchOptions {
     fn default() -> Self {
         Self {
             policy: PrefetchPolicy::default(),
-            read_ahead_window: ByteSize::mib(32),
+            read_ahead_window: ByteSize::mib(64),
             memory_budget: ByteSize::mib(256),
-            file_open_depth: 4,
+            file_open_depth: 8,
             eager_first_read_cap: ByteSize::mib(16),
         }
     }
@@ -132,7 +132,7 @@ const KEYS: [Key; 5] = [
     },
     Key {
         name: "read_ahead_window",
-        description: "Bytes one scan stream may hold fetched ahead of its decoder (e.g. 32MiB)",
+        description: "Bytes one scan stream may hold fetched ahead of its decoder (e.g. 64MiB)",
     },
     Key {
         name: "memory_budget",

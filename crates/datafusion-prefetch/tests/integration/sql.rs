@@ -68,7 +68,7 @@ async fn a_set_between_two_queries_changes_the_second() {
     assert!(explain("off").await.contains("prefetch=off("));
     let plan = explain("batched").await;
     assert!(
-        plan.contains("prefetch=batched(read_ahead_window=32MiB"),
+        plan.contains("prefetch=batched(read_ahead_window=64MiB"),
         "{plan}"
     );
 }
