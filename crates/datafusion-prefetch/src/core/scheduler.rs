@@ -141,6 +141,11 @@ struct FileState {
     columns: BTreeSet<usize>,
     /// Chunks already demanded or served; never fetched ahead again.
     consumed: BTreeSet<(usize, usize)>,
+    /// The decoder reads only some pages of its chunks (a page-index row
+    /// selection) or skips row groups it was expected to read (pruning): whole
+    /// chunks of later row groups would mostly be wasted, so none are fetched
+    /// ahead in this file.
+    unpredictable: bool,
 }
 
 #[derive(Debug)]
@@ -287,7 +292,16 @@ impl ScanCore {
             if let Some(cursor) = state.cursor
                 && cursor != row_group
             {
-                state.descending = row_group < cursor;
+                let descending = row_group < cursor;
+                let (low, high) = (cursor.min(row_group), cursor.max(row_group));
+                state.unpredictable |= layout
+                    .scanned_row_groups
+                    .iter()
+                    .any(|rg| low < *rg && *rg < high);
+                state.descending = descending;
+            }
+            if layout.chunk(row_group, column).is_some_and(|chunk| *range != chunk) {
+                state.unpredictable = true;
             }
             state.cursor = Some(row_group);
             state.columns.insert(column);
@@ -428,6 +442,9 @@ impl ScanCore {
         let (Some(layout), Some(cursor)) = (&state.layout, state.cursor) else {
             return vec![];
         };
+        if state.unpredictable {
+            return vec![];
+        }
         let mut upcoming: Vec<usize> = layout
             .scanned_row_groups
             .iter()
