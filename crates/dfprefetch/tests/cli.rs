@@ -1,0 +1,161 @@
+//! End-to-end tests of the `dfprefetch` binary.
+//!
+//! The Parquet fixtures are written by the binary itself (`COPY … TO`), so this
+//! test links nothing but the standard library, `tempfile` and `serde_json`.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use tempfile::TempDir;
+
+const BIN: &str = env!("CARGO_BIN_EXE_dfprefetch");
+
+fn dfprefetch(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run dfprefetch")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Two Parquet files in a fresh folder: ids 1..=5000 and 5001..=10000, and
+/// `k = id % 7`.
+fn dataset() -> TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = |from: u32, to: u32, file: &str| {
+        format!(
+            "COPY (SELECT value AS id, value % 7 AS k FROM generate_series({from}, {to})) \
+             TO '{}' STORED AS PARQUET",
+            dir.path().join(file).display()
+        )
+    };
+    let out = dfprefetch(&[
+        "-c",
+        &copy(1, 5000, "a.parquet"),
+        "-c",
+        &copy(5001, 10000, "b.parquet"),
+    ]);
+    assert!(out.status.success(), "COPY failed: {}", text(&out.stderr));
+    dir
+}
+
+fn table_arg(dir: &Path) -> String {
+    format!("t={}", dir.display())
+}
+
+#[test]
+fn count_with_simulated_latency_prints_result_and_metrics() {
+    let data = dataset();
+    let out = dfprefetch(&[
+        "--table",
+        &table_arg(data.path()),
+        "--simulate-latency",
+        "5ms",
+        "--metrics",
+        "-c",
+        "SET prefetch.policy = 'pipelined'",
+        "-c",
+        "SELECT count(*) AS n FROM t",
+    ]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "stderr: {stderr}");
+    assert!(stdout.contains("10000"), "stdout: {stdout}");
+
+    let metrics: Vec<serde_json::Value> = stderr
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("each metrics line is JSON"))
+        .collect();
+    let select = metrics
+        .iter()
+        .find(|m| m["sql"].as_str().unwrap().contains("count(*)"))
+        .unwrap_or_else(|| panic!("no metrics line for the SELECT in: {stderr}"));
+    assert_eq!(select["rows"], 1);
+    assert_eq!(select["policy"], "pipelined");
+    assert_eq!(select["simulated"], true);
+    for key in [
+        "wall_ms",
+        "ttfb_ms",
+        "requests",
+        "bytes_fetched",
+        "bytes_wasted",
+        "peak_staged_bytes",
+    ] {
+        assert!(select[key].is_number(), "{key} in {select}");
+    }
+}
+
+#[test]
+fn invalid_setting_is_a_clear_error_and_stops_the_run() {
+    let out = dfprefetch(&[
+        "-c",
+        "SET prefetch.policy = 'bogus'",
+        "-c",
+        "SELECT 'not reached' AS x",
+    ]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(!out.status.success());
+    assert!(stderr.starts_with("Error: "), "stderr: {stderr}");
+    assert!(
+        stderr.contains("invalid value 'bogus' for prefetch.policy")
+            && stderr.contains("off, batched, pipelined"),
+        "stderr: {stderr}"
+    );
+    assert!(!stdout.contains("not reached"), "stdout: {stdout}");
+}
+
+#[test]
+fn sql_file_with_csv_and_json_output() {
+    let data = dataset();
+    let script = data.path().join("query.sql");
+    std::fs::write(
+        &script,
+        "SET prefetch.policy = 'batched';\n\
+         -- a comment, then a statement over two lines\n\
+         SELECT k, count(*) AS n\n  FROM t GROUP BY k ORDER BY k;\n",
+    )
+    .unwrap();
+    let table = table_arg(data.path());
+    let script = script.display().to_string();
+
+    let out = dfprefetch(&["--table", &table, "--format", "csv", "-f", &script]);
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let mut expected = vec!["k,n".to_string()];
+    expected.extend((0..7).map(|k| {
+        let n = (1..=10000).filter(|id| id % 7 == k).count();
+        format!("{k},{n}")
+    }));
+    assert_eq!(text(&out.stdout).lines().collect::<Vec<_>>(), expected);
+
+    let out = dfprefetch(&[
+        "--table",
+        &table,
+        "--format",
+        "json",
+        "-c",
+        "SELECT min(id) AS lo, max(id) AS hi FROM t",
+    ]);
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json, serde_json::json!([{"lo": 1, "hi": 10000}]));
+}
+
+#[test]
+fn demo_compares_policies_and_results_match() {
+    let out = dfprefetch(&["demo", "--rows", "20000", "--latency", "fixed:5"]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    assert!(stdout.contains("results match"), "stdout: {stdout}");
+    for query in ["aggregate", "group_by", "filter", "top_k"] {
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("| {query} ")))
+            .unwrap_or_else(|| panic!("no row for {query} in: {stdout}"));
+        assert!(row.trim_end().ends_with("yes |"), "{row}");
+    }
+    assert!(stdout.contains("total: off"), "stdout: {stdout}");
+}
