@@ -300,7 +300,10 @@ impl ScanCore {
                     .any(|rg| low < *rg && *rg < high);
                 state.descending = descending;
             }
-            if layout.chunk(row_group, column).is_some_and(|chunk| *range != chunk) {
+            if layout
+                .chunk(row_group, column)
+                .is_some_and(|chunk| *range != chunk)
+            {
                 state.unpredictable = true;
             }
             state.cursor = Some(row_group);

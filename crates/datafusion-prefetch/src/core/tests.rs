@@ -143,7 +143,10 @@ fn skipped_row_groups_are_released_as_waste() {
             .count(),
         2
     );
-    assert!(fetched(&plan.actions).is_empty(), "a pruned file is not read ahead further");
+    assert!(
+        fetched(&plan.actions).is_empty(),
+        "a pruned file is not read ahead further"
+    );
 }
 
 #[test]

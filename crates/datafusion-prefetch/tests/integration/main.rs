@@ -4,3 +4,4 @@
 mod mechanism;
 mod sql;
 mod support;
+mod timeline;
