@@ -31,7 +31,9 @@ use parking_lot::Mutex;
 
 use crate::config::{PrefetchOptions, PrefetchPolicy};
 use crate::core::{CoreConfig, FileId, ScanCore};
-use crate::io::{ObservedMorselizer, PrefetchingReaderFactory, ScanScheduler, SchedulerParts};
+use crate::io::{
+    ObservedMorselizer, PrefetchingReaderFactory, ScanScheduler, SchedulerParts, scan_unit_id,
+};
 use crate::metrics::{PrefetchStats, ScanMetrics};
 
 /// A Parquet [`FileSource`] whose scans fetch bytes ahead of the decoder.
@@ -166,13 +168,7 @@ impl PrefetchingParquetSource {
             .iter()
             .flat_map(|g| g.iter().cloned())
             .collect();
-        let id_of = |file: &PartitionedFile| -> Option<FileId> {
-            files.iter().position(|f| {
-                f.object_meta.location == file.object_meta.location
-                    && f.range.as_ref().map(|r| (r.start, r.end))
-                        == file.range.as_ref().map(|r| (r.start, r.end))
-            })
-        };
+        let id_of = |file: &PartitionedFile| scan_unit_id(&files, file);
         // Mirror how the file stream hands out files, so "the next files" are
         // the ones a partition will really open next.
         let shared_queue =

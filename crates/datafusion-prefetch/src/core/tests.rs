@@ -157,7 +157,8 @@ fn page_selective_reads_stop_read_ahead_in_that_file() {
     core.metadata_known(0, Arc::clone(&layout));
     let chunk = layout.chunk(0, 1).unwrap();
     // One page of the chunk: the decoder has a row selection.
-    let plan = core.plan_read(0, &[chunk.start..chunk.start + 4096]);
+    let page = chunk.start..chunk.start + 4096;
+    let plan = core.plan_read(0, std::slice::from_ref(&page));
     assert_eq!(plan.demand.len(), 1);
     assert!(fetched(&plan.actions).is_empty(), "{plan:?}");
     assert_eq!(core.stats().bytes_fetched_ahead, 0);

@@ -30,6 +30,14 @@ type SharedFetch = Shared<BoxFuture<'static, FetchResult>>;
 type MetadataResult = Result<Arc<ParquetMetaData>, Arc<String>>;
 type SharedMetadata = Shared<BoxFuture<'static, MetadataResult>>;
 
+/// The position of `file` (the same object and byte range) in a scan's file list.
+pub(crate) fn scan_unit_id(files: &[PartitionedFile], file: &PartitionedFile) -> Option<FileId> {
+    let range = |f: &PartitionedFile| f.range.as_ref().map(|r| (r.start, r.end));
+    files.iter().position(|f| {
+        f.object_meta.location == file.object_meta.location && range(f) == range(file)
+    })
+}
+
 struct Slot<T: Clone> {
     result: T,
     abort: Option<AbortHandle>,
@@ -96,14 +104,7 @@ impl ScanScheduler {
 
     /// The scan unit a reader was created for.
     pub(crate) fn file_id(&self, file: &PartitionedFile) -> Option<FileId> {
-        let same_range = |a: &PartitionedFile| match (&a.range, &file.range) {
-            (None, None) => true,
-            (Some(x), Some(y)) => x.start == y.start && x.end == y.end,
-            _ => false,
-        };
-        self.files
-            .iter()
-            .position(|f| f.object_meta.location == file.object_meta.location && same_range(f))
+        scan_unit_id(&self.files, file)
     }
 
     /// The factory whose readers do the actual I/O.

@@ -4,6 +4,6 @@ mod driver;
 mod morsel;
 mod reader;
 
-pub(crate) use driver::{ScanScheduler, SchedulerParts};
+pub(crate) use driver::{ScanScheduler, SchedulerParts, scan_unit_id};
 pub(crate) use morsel::ObservedMorselizer;
 pub(crate) use reader::PrefetchingReaderFactory;
