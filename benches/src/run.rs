@@ -3,17 +3,16 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::Result;
-use datafusion::datasource::physical_plan::FileScanConfig;
-use datafusion::datasource::source::DataSourceExec;
-use datafusion::physical_plan::{ExecutionPlan, execute_stream};
+use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig};
-use datafusion_prefetch::{PrefetchStats, PrefetchingParquetSource, prefetching_context};
-use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig};
+use datafusion_prefetch::{prefetch_stats, prefetching_context};
+use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig, StoreStats};
 use futures::StreamExt;
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
@@ -47,24 +46,12 @@ pub struct Measurement {
     pub bytes_fetched: u64,
     pub bytes_wasted: u64,
     pub peak_staged_bytes: u64,
+    /// Parquet scans in the query's plan.
+    pub scans: usize,
     pub memory_budget: String,
     pub rows: usize,
     pub checksum: String,
     pub matches_off: bool,
-}
-
-fn prefetch_stats(plan: &Arc<dyn ExecutionPlan>, out: &mut Vec<Arc<PrefetchStats>>) {
-    if let Some(exec) = plan.downcast_ref::<DataSourceExec>()
-        && let Some(scan) = exec.data_source().downcast_ref::<FileScanConfig>()
-        && let Some(source) = scan
-            .file_source()
-            .downcast_ref::<PrefetchingParquetSource>()
-    {
-        out.push(source.stats());
-    }
-    for child in plan.children() {
-        prefetch_stats(child, out);
-    }
 }
 
 /// A checksum of the result that ignores row order: the sorted rows, hashed.
@@ -91,21 +78,31 @@ pub fn checksum(batches: &[RecordBatch]) -> Result<(usize, String)> {
     Ok((rows.len(), format!("{:016x}", hasher.finish())))
 }
 
-/// Run `query` of `suite` once under `policy`.
-pub async fn measure(
-    suite: &Suite,
-    query: &Query,
-    policy: &str,
-    iteration: usize,
-    config: &RunConfig,
-) -> Result<Measurement> {
+/// Whether `sql` names `table` (as a whole word).
+fn mentions(sql: &str, table: &str) -> bool {
+    sql.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .any(|word| word.eq_ignore_ascii_case(table))
+}
+
+/// A session over a fresh simulated store, with `query` planned.
+struct Planned {
+    ctx: SessionContext,
+    plan: Arc<dyn ExecutionPlan>,
+    sources: Vec<Arc<PrefetchStats>>,
+    store_stats: Arc<StoreStats>,
+    budget: String,
+}
+
+async fn plan(suite: &Suite, query: &Query, policy: &str, config: &RunConfig) -> Result<Planned> {
     let ctx = prefetching_context(SessionConfig::new().with_target_partitions(config.partitions));
     let local = LocalFileSystem::new_with_prefix(&suite.data_dir)?;
     let store = SimulatedStore::new(local, config.store);
     let store_stats = store.stats();
     let store: Arc<dyn ObjectStore> = Arc::new(store);
     ctx.register_object_store(&Url::parse("sim://bench").expect("valid url"), store);
-    for table in &suite.tables {
+    // Only the tables the query names: registering reads every file's footer
+    // through the (slow) store.
+    for table in suite.tables.iter().filter(|t| mentions(&query.sql, t)) {
         ctx.register_parquet(
             *table,
             format!("sim://bench/{table}/"),
@@ -130,6 +127,30 @@ pub async fn measure(
     let plan = ctx.sql(&query.sql).await?.create_physical_plan().await?;
     let mut sources = vec![];
     prefetch_stats(&plan, &mut sources);
+    Ok(Planned {
+        ctx,
+        plan,
+        sources,
+        store_stats,
+        budget,
+    })
+}
+
+/// Run `query` of `suite` once under `policy`.
+pub async fn measure(
+    suite: &Suite,
+    query: &Query,
+    policy: &str,
+    iteration: usize,
+    config: &RunConfig,
+) -> Result<Measurement> {
+    let Planned {
+        ctx,
+        plan,
+        sources,
+        store_stats,
+        budget,
+    } = self::plan(suite, query, policy, config).await?;
     store_stats.reset();
 
     let started = Instant::now();
@@ -164,9 +185,75 @@ pub async fn measure(
             .map(|s| s.peak_staged_bytes())
             .max()
             .unwrap_or(0),
+        scans: sources.len(),
         memory_budget: budget,
         rows,
         checksum,
         matches_off: true,
+    })
+}
+
+/// Staged bytes over one execution of a scan: `(ms since start, bytes)`.
+#[derive(Debug, Clone)]
+pub struct StagedSeries {
+    pub policy: String,
+    pub query: String,
+    /// Which scan of the plan (depth-first), of how many.
+    pub scan: usize,
+    pub scans: usize,
+    pub points: Vec<(f64, u64)>,
+}
+
+/// Execute `query` once more, untimed, sampling every scan's staged bytes
+/// every `every`; keep the scan that staged the most.
+pub async fn sample_staged(
+    suite: &Suite,
+    query: &Query,
+    policy: &str,
+    config: &RunConfig,
+    every: Duration,
+) -> Result<StagedSeries> {
+    let planned = plan(suite, query, policy, config).await?;
+    let sources = planned.sources.clone();
+    let done = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let sampler = {
+        let done = Arc::clone(&done);
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            let mut samples: Vec<(f64, Vec<u64>)> = vec![];
+            loop {
+                ticks.tick().await;
+                let now = started.elapsed().as_secs_f64() * 1e3;
+                samples.push((now, sources.iter().map(|s| s.staged_bytes()).collect()));
+                if done.load(Ordering::SeqCst) {
+                    return samples;
+                }
+            }
+        })
+    };
+    let mut stream = execute_stream(planned.plan, planned.ctx.task_ctx())?;
+    while let Some(batch) = stream.next().await {
+        batch?;
+    }
+    drop(stream);
+    done.store(true, Ordering::SeqCst);
+    let samples = sampler
+        .await
+        .map_err(|e| datafusion::common::DataFusionError::External(Box::new(e)))?;
+    let scans = planned.sources.len();
+    let scan = (0..scans)
+        .max_by_key(|i| samples.iter().map(|(_, v)| v[*i]).max().unwrap_or(0))
+        .unwrap_or(0);
+    Ok(StagedSeries {
+        policy: policy.to_string(),
+        query: query.name.clone(),
+        scan,
+        scans,
+        points: samples
+            .into_iter()
+            .map(|(t, v)| (t, v.get(scan).copied().unwrap_or(0)))
+            .collect(),
     })
 }

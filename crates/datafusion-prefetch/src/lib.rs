@@ -43,7 +43,7 @@ pub mod source;
 pub mod table;
 
 pub use config::{ByteSize, PrefetchOptions, PrefetchPolicy};
-pub use metrics::PrefetchStats;
+pub use metrics::{PrefetchStats, prefetch_stats};
 pub use session::{PrefetchScanRule, enable_prefetch, prefetching_context};
 pub use source::PrefetchingParquetSource;
 pub use table::{PrefetchingParquetTable, PrefetchingParquetTableBuilder};

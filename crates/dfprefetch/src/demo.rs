@@ -24,14 +24,14 @@ use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::file::properties::WriterProperties;
 use datafusion::physical_plan::collect;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
-use datafusion_prefetch::prefetching_context;
+use datafusion_prefetch::{prefetch_stats, prefetching_context};
 use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig, StoreStats};
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
 use url::Url;
 
 use crate::cli::DemoArgs;
-use crate::scan::{ScanTotals, scan_stats, sorted_rows};
+use crate::scan::{ScanTotals, sorted_rows};
 
 /// Files in the dataset.
 const FILES: usize = 16;
@@ -265,7 +265,7 @@ async fn run_once(
             .await?;
     }
     let plan = ctx.sql(sql).await?.create_physical_plan().await?;
-    let scans = scan_stats(&plan);
+    let scans = prefetch_stats(&plan);
     store_stats.reset();
     let started = Instant::now();
     let batches = collect(plan, ctx.task_ctx()).await?;

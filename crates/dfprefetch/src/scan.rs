@@ -6,34 +6,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::Result;
-use datafusion::datasource::physical_plan::FileScanConfig;
-use datafusion::datasource::source::DataSourceExec;
-use datafusion::physical_plan::ExecutionPlan;
-use datafusion_prefetch::{PrefetchStats, PrefetchingParquetSource};
-
-/// The live counters of every prefetching Parquet scan in `plan`.
-///
-/// Take them after planning and read them after execution: they are the
-/// counters of this plan's scans only.
-pub fn scan_stats(plan: &Arc<dyn ExecutionPlan>) -> Vec<Arc<PrefetchStats>> {
-    let mut out = vec![];
-    collect_stats(plan, &mut out);
-    out
-}
-
-fn collect_stats(plan: &Arc<dyn ExecutionPlan>, out: &mut Vec<Arc<PrefetchStats>>) {
-    if let Some(exec) = plan.downcast_ref::<DataSourceExec>()
-        && let Some(scan) = exec.data_source().downcast_ref::<FileScanConfig>()
-        && let Some(source) = scan
-            .file_source()
-            .downcast_ref::<PrefetchingParquetSource>()
-    {
-        out.push(source.stats());
-    }
-    for child in plan.children() {
-        collect_stats(child, out);
-    }
-}
+use datafusion_prefetch::PrefetchStats;
 
 /// Totals over the scans of one plan.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -10,14 +10,15 @@ use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParserBuilder, Statement};
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
-use datafusion_prefetch::{PrefetchOptions, prefetching_context};
+use datafusion_prefetch::{PrefetchOptions, prefetch_stats, prefetching_context};
 use datafusion_prefetch_simstore::{LatencyModel, SimulatedStoreConfig};
 use futures::StreamExt;
 use serde::Serialize;
 
 use crate::cli::Format;
 use crate::output::write_batches;
-use crate::scan::{ScanTotals, scan_stats};
+use crate::scan::ScanTotals;
+
 use crate::stores::Stores;
 
 /// How a [`Session`] is set up.
@@ -150,7 +151,7 @@ impl Session {
         let frame = self.ctx.execute_logical_plan(logical).await?;
         let schema = frame.schema().as_arrow().clone();
         let plan = frame.create_physical_plan().await?;
-        let scans = scan_stats(&plan);
+        let scans = prefetch_stats(&plan);
         let plan_time = planning.elapsed();
 
         self.stores.reset();

@@ -62,6 +62,9 @@
 #![warn(missing_docs)]
 
 mod config;
+mod fault_stats;
+mod faults;
+mod faulty_store;
 mod latency;
 mod stats;
 mod store;
@@ -69,6 +72,9 @@ mod store;
 pub use config::{
     DEFAULT_SEED, S3_BANDWIDTH_BYTES_PER_SEC, S3_MAX_CONNECTIONS, SimulatedStoreConfig,
 };
+pub use fault_stats::{FaultRecord, FaultStats, InjectedFault};
+pub use faults::{Fault, FaultKind, FaultRule, FaultRules, PathMatcher, TruncateMode};
+pub use faulty_store::FaultyStore;
 pub use latency::{LatencyModel, ParseLatencyModelError};
 pub use stats::{RequestRecord, RequestState, StatsSnapshot, StoreStats};
 pub use store::SimulatedStore;

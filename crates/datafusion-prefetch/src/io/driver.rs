@@ -43,6 +43,29 @@ struct Slot<T: Clone> {
     abort: Option<AbortHandle>,
 }
 
+impl<T: Clone + Send + Sync + 'static> Slot<Shared<BoxFuture<'static, Result<T, Arc<String>>>>> {
+    /// Run `task` in the background; any number of readers may await its result.
+    fn spawn(
+        what: &'static str,
+        task: impl Future<Output = Result<T, Arc<String>>> + Send + 'static,
+    ) -> Self {
+        let handle = tokio::spawn(task);
+        let abort = handle.abort_handle();
+        let result = async move {
+            match handle.await {
+                Ok(result) => result,
+                Err(e) => Err(Arc::new(format!("{what} ended: {e}"))),
+            }
+        }
+        .boxed()
+        .shared();
+        Self {
+            result,
+            abort: Some(abort),
+        }
+    }
+}
+
 /// Everything a scan's scheduler needs from the source that created it.
 pub(crate) struct SchedulerParts {
     pub core: ScanCore,
@@ -174,10 +197,9 @@ impl ScanScheduler {
         self.metrics.request(bytes);
         let guard = self.metrics.stats().task_started();
         let this = self.this.clone();
-        let handle = tokio::spawn(async move {
+        let slot = Slot::spawn("prefetch task", async move {
             let _guard = guard;
-            let result = store.get_ranges(&location, &ranges).await;
-            match result {
+            match store.get_ranges(&location, &ranges).await {
                 Ok(bytes) => Ok(Arc::new(bytes)),
                 Err(e) => {
                     if let Some(scheduler) = this.upgrade() {
@@ -187,22 +209,7 @@ impl ScanScheduler {
                 }
             }
         });
-        let abort = handle.abort_handle();
-        let result = async move {
-            match handle.await {
-                Ok(result) => result,
-                Err(e) => Err(Arc::new(format!("prefetch task ended: {e}"))),
-            }
-        }
-        .boxed()
-        .shared();
-        self.fetches.lock().insert(
-            id,
-            Slot {
-                result,
-                abort: Some(abort),
-            },
-        );
+        self.fetches.lock().insert(id, slot);
     }
 
     /// Read an upcoming file's footer into the metadata cache (through the
@@ -220,7 +227,7 @@ impl ScanScheduler {
         };
         let guard = self.metrics.stats().task_started();
         let this = self.this.clone();
-        let handle = tokio::spawn(async move {
+        let slot = Slot::spawn("footer read", async move {
             let _guard = guard;
             let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Skip);
             let metadata = reader
@@ -232,22 +239,7 @@ impl ScanScheduler {
             }
             Ok(metadata)
         });
-        let abort = handle.abort_handle();
-        let result = async move {
-            match handle.await {
-                Ok(result) => result,
-                Err(e) => Err(Arc::new(format!("footer read ended: {e}"))),
-            }
-        }
-        .boxed()
-        .shared();
-        self.footers.lock().insert(
-            file,
-            Slot {
-                result,
-                abort: Some(abort),
-            },
-        );
+        self.footers.lock().insert(file, slot);
     }
 
     pub(crate) fn reader_opened(&self, file: FileId, partition: PartitionId) {

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use crate::support::{FixtureOptions, chunk, fixture, parquet_file, scan_stats, settle};
+use datafusion_prefetch::prefetch_stats;
+
+use crate::support::{FixtureOptions, chunk, fixture, parquet_file, settle};
 
 const PAYLOAD: usize = 1;
 const TAG: usize = 2;
@@ -188,7 +190,7 @@ async fn limit_and_early_drop_leave_nothing_staged_or_running() {
         assert_eq!(fx.pool.reserved(), 0, "{policy} after LIMIT");
 
         let plan = fx.plan("SELECT payload FROM t").await;
-        let stats = scan_stats(&plan);
+        let stats = prefetch_stats(&plan);
         let mut stream =
             datafusion::physical_plan::execute_stream(plan, fx.ctx.task_ctx()).unwrap();
         stream.next().await.unwrap().unwrap();

@@ -9,13 +9,11 @@ use bytes::Bytes;
 use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::util::pretty::pretty_format_batches;
-use datafusion::datasource::physical_plan::FileScanConfig;
-use datafusion::datasource::source::DataSourceExec;
 use datafusion::execution::memory_pool::MemoryPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
-use datafusion_prefetch::{PrefetchStats, PrefetchingParquetSource, enable_prefetch};
+use datafusion_prefetch::{PrefetchStats, enable_prefetch, prefetch_stats};
 use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig, StoreStats};
 use object_store::memory::InMemory;
 use object_store::path::Path;
@@ -191,29 +189,12 @@ impl Fixture {
     /// Run `sql`, returning its pretty-printed result and the stats of its scans.
     pub async fn run(&self, sql: &str) -> (String, Vec<Arc<PrefetchStats>>) {
         let plan = self.plan(sql).await;
-        let stats = scan_stats(&plan);
+        let stats = prefetch_stats(&plan);
         let batches = datafusion::physical_plan::collect(plan, self.ctx.task_ctx())
             .await
             .unwrap();
         (pretty_format_batches(&batches).unwrap().to_string(), stats)
     }
-}
-
-/// The live statistics of every prefetching scan in `plan`.
-pub fn scan_stats(plan: &Arc<dyn ExecutionPlan>) -> Vec<Arc<PrefetchStats>> {
-    let mut out = vec![];
-    if let Some(exec) = plan.downcast_ref::<DataSourceExec>()
-        && let Some(scan) = exec.data_source().downcast_ref::<FileScanConfig>()
-        && let Some(source) = scan
-            .file_source()
-            .downcast_ref::<PrefetchingParquetSource>()
-    {
-        out.push(source.stats());
-    }
-    for child in plan.children() {
-        out.extend(scan_stats(child));
-    }
-    out
 }
 
 /// Wait (bounded) until background tasks have wound down.
