@@ -276,8 +276,9 @@ fn glob_match(pattern: &str, text: &str) -> bool {
 ///     .path("data/file_001.parquet")
 ///     .skip(2)
 ///     .times(1)
-///     .label("third read of file 1");
+///     .named("third read of file 1");
 /// assert_eq!(rule.fault(), Fault::Error);
+/// assert_eq!(rule.label(), Some("third read of file 1"));
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct FaultRule {
@@ -502,7 +503,9 @@ struct InstalledRule {
 impl InstalledRule {
     fn new(rule: FaultRule) -> Self {
         Self {
-            rng: rule.probability.map(|(_, seed)| StdRng::seed_from_u64(seed)),
+            rng: rule
+                .probability
+                .map(|(_, seed)| StdRng::seed_from_u64(seed)),
             rule,
             matches: 0,
             fired: 0,
@@ -653,13 +656,9 @@ impl FaultRules {
             .iter_mut()
             .enumerate()
             .find_map(|(index, installed)| {
-                installed.fires(request, path, range).then(|| {
-                    (
-                        index,
-                        installed.rule.label.clone(),
-                        installed.rule.fault,
-                    )
-                })
+                installed
+                    .fires(request, path, range)
+                    .then(|| (index, installed.rule.label.clone(), installed.rule.fault))
             });
         Decision { request, injection }
     }
@@ -736,7 +735,10 @@ mod tests {
         assert_eq!(rules.remove(0).map(|r| r.fault()), Some(Fault::Error));
         assert_eq!(rules.remove(5), None);
         rules.insert(0, FaultRule::new(Fault::Delay(Duration::from_secs(1))));
-        assert_eq!(rules.rules()[0].fault(), Fault::Delay(Duration::from_secs(1)));
+        assert_eq!(
+            rules.rules()[0].fault(),
+            Fault::Delay(Duration::from_secs(1))
+        );
         rules.clear();
         assert!(rules.is_empty());
         assert_eq!(fires(&rules, "x", None), None);

@@ -12,8 +12,8 @@ use futures::stream::{BoxStream, Stream, StreamExt};
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetRange, GetResult, GetResultPayload, ListResult, MultipartUpload,
-    ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult,
-    RenameOptions, Result,
+    ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+    Result,
 };
 use tokio::time::Instant;
 
@@ -57,7 +57,9 @@ use crate::{TruncateMode, faults::Decision};
 /// * `FaultyStore<SimulatedStore<_>>`: an injected error or stall happens
 ///   *before* the simulated network, so it costs no latency, takes no
 ///   connection and does not appear in the [`StoreStats`](crate::StoreStats)
-///   log. Body faults apply to a simulated (paced) body.
+///   log. Body faults apply to the simulated (paced) body as it leaves the
+///   simulated network, so the `StoreStats` log shows what the network
+///   delivered, not the cut or corrupted body the caller got.
 /// * `SimulatedStore<FaultyStore<_>>`: every faulted request first pays the
 ///   simulated latency and holds a connection — a stalled request keeps its
 ///   connection until dropped, as a hung HTTP request would — and appears in
@@ -174,8 +176,9 @@ impl<T: ObjectStore> ObjectStore for FaultyStore<T> {
         }
 
         self.stats.count_get();
-        let Decision { request, injection } =
-            self.faults.decide(location.as_ref(), options.range.as_ref());
+        let Decision { request, injection } = self
+            .faults
+            .decide(location.as_ref(), options.range.as_ref());
         let Some((rule, label, fault)) = injection else {
             return self.inner.get_opts(location, options).await;
         };
@@ -197,7 +200,9 @@ impl<T: ObjectStore> ObjectStore for FaultyStore<T> {
 
         let body_fault = match fault {
             Fault::Error => {
-                return Err(injection.error(FaultKind::Error, options.range, None).into());
+                return Err(injection
+                    .error(FaultKind::Error, options.range, None)
+                    .into());
             }
             // Pending forever without registering a waker: only dropping the
             // future ends it, and nothing is held but the future itself.

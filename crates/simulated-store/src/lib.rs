@@ -1,5 +1,6 @@
-//! An [`ObjectStore`](object_store::ObjectStore) wrapper that makes a local
-//! store behave like a remote one, for testing and benchmarking a Parquet
+//! [`ObjectStore`](object_store::ObjectStore) wrappers that make a local
+//! store behave like a remote one — slow ([`SimulatedStore`]) and
+//! unreliable ([`FaultyStore`]) — for testing and benchmarking a Parquet
 //! read-ahead engine without a network.
 //!
 //! [`SimulatedStore`] wraps any store (usually
@@ -19,7 +20,7 @@
 //! coalescing behaves as it does against S3 and the log shows the GETs S3
 //! would have received.
 //!
-//! # Example
+//! # Example: a slow store
 //!
 //! ```
 //! use std::sync::Arc;
@@ -55,6 +56,70 @@
 //! assert_eq!(log[0].range, Some(0..300));
 //! assert!(log[0].is_completed());
 //! assert!(stats.duplicate_ranges_for(&path).is_empty());
+//! # Ok(())
+//! # }
+//! ```
+
+//!
+//! # Fault injection
+//!
+//! [`FaultyStore`] is a second, independent wrapper that injects faults into
+//! GETs: errors (transient or permanent), requests that never answer or
+//! answer late, bodies cut short (ending in an error as a real truncated
+//! HTTP body does, ending silently, or hanging), and silently corrupted
+//! bodies. Each [`Fault`] is triggered by a [`FaultRule`] — by path, request
+//! number, byte range or seeded probability, optionally only for the first
+//! matches — kept in a [`FaultRules`] list that can be changed while the
+//! store is in use. Injected faults are counted and logged in [`FaultStats`].
+//!
+//! The two wrappers compose in either order (see [`FaultyStore`] for what
+//! each order means). Here planning runs clean, then the scan's third read
+//! of one file fails once and every read of another file stalls:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! use datafusion_prefetch_simstore::{
+//!     Fault, FaultKind, FaultRule, FaultyStore, SimulatedStore, SimulatedStoreConfig,
+//! };
+//! use object_store::memory::InMemory;
+//! use object_store::path::Path;
+//! use object_store::{ObjectStore, ObjectStoreExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> object_store::Result<()> {
+//! let config = SimulatedStoreConfig::fixed(Duration::from_millis(1));
+//! let sim = SimulatedStore::new(InMemory::new(), config);
+//! let (x, y) = (Path::from("data/x.parquet"), Path::from("data/y.parquet"));
+//! sim.inner().put(&x, vec![1u8; 1000].into()).await?;
+//! sim.inner().put(&y, vec![2u8; 1000].into()).await?;
+//! let store = FaultyStore::new(sim);
+//! let (faults, fault_stats) = (store.faults(), store.stats());
+//! let store: Arc<dyn ObjectStore> = Arc::new(store);
+//!
+//! // "Planning": no rules yet, so nothing fails.
+//! store.get_range(&x, 992..1000).await?;
+//!
+//! // "Scan": the 3rd GET of x from now on fails once; y never answers.
+//! faults.push(FaultRule::new(Fault::Error).path(&x).skip(2).once());
+//! faults.push(FaultRule::new(Fault::Stall).path(&y));
+//!
+//! store.get_range(&x, 0..100).await?;
+//! store.get_range(&x, 100..200).await?;
+//! let err = store.get_range(&x, 200..300).await.unwrap_err();
+//! assert!(err
+//!     .to_string()
+//!     .contains("injected error on GET #3 of data/x.parquet (bytes 200..300)"));
+//! assert_eq!(store.get_range(&x, 200..300).await?.len(), 100); // the retry succeeds
+//!
+//! let stalled = store.get_range(&y, 0..100);
+//! let outcome = tokio::time::timeout(Duration::from_millis(50), stalled).await;
+//! assert!(outcome.is_err()); // timed out; the dropped request holds nothing
+//!
+//! assert_eq!(fault_stats.injected(FaultKind::Error), 1);
+//! assert_eq!(fault_stats.injected(FaultKind::Stall), 1);
+//! assert_eq!(fault_stats.records()[0].request, 3);
 //! # Ok(())
 //! # }
 //! ```
