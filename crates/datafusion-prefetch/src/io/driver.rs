@@ -19,6 +19,7 @@ use object_store::ObjectStore;
 use parking_lot::Mutex;
 use parquet::arrow::arrow_reader::ArrowReaderOptions;
 use parquet::arrow::async_reader::AsyncFileReader;
+use parquet::errors::ParquetError;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
 use tokio::task::AbortHandle;
 
@@ -287,6 +288,19 @@ impl ScanScheduler {
         Ok(metadata)
     }
 
+    /// A demand read failed: say which file and bytes, whatever the store said.
+    fn read_error(&self, file: FileId, ranges: &[Range<u64>], error: ParquetError) -> ParquetError {
+        let location = &self.files[file].object_meta.location;
+        let ranges: Vec<String> = ranges
+            .iter()
+            .map(|r| format!("{}..{}", r.start, r.end))
+            .collect();
+        ParquetError::General(format!(
+            "reading {location} bytes [{}]: {error}",
+            ranges.join(", ")
+        ))
+    }
+
     /// Serve a decoder's request: staged buffers where they cover it, one
     /// demand request (widened under `batched`) for the rest.
     pub(crate) async fn read(
@@ -349,7 +363,7 @@ impl ScanScheduler {
                         self.apply(|core| ((), core.fetch_failed(id)));
                     }
                     self.metrics.io_wait(started.elapsed());
-                    return Err(e);
+                    return Err(self.read_error(file, &plan.demand, e));
                 }
             }
         }
@@ -377,7 +391,9 @@ impl ScanScheduler {
                         // fetch the range on demand instead.
                         None => {
                             self.metrics.request(range.end - range.start);
-                            reader.get_bytes(range.clone()).await?
+                            reader.get_bytes(range.clone()).await.map_err(|e| {
+                                self.read_error(file, std::slice::from_ref(range), e)
+                            })?
                         }
                     }
                 }

@@ -14,7 +14,9 @@ use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_prefetch::{PrefetchStats, enable_prefetch, prefetch_stats};
-use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig, StoreStats};
+use datafusion_prefetch_simstore::{
+    FaultRules, FaultStats, FaultyStore, SimulatedStore, SimulatedStoreConfig, StoreStats,
+};
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -86,6 +88,9 @@ pub fn chunk(file: &Bytes, row_group: usize, column: usize) -> Range<u64> {
 pub struct Fixture {
     pub ctx: SessionContext,
     pub store: Arc<StoreStats>,
+    /// Faults injected into GETs (below the latency; empty unless a test adds rules).
+    pub faults: Arc<FaultRules>,
+    pub fault_stats: Arc<FaultStats>,
     pub files: Vec<(Path, Bytes)>,
     pub pool: Arc<dyn MemoryPool>,
 }
@@ -112,19 +117,15 @@ impl Default for FixtureOptions {
 }
 
 pub async fn fixture(files: Vec<Bytes>, options: FixtureOptions) -> Fixture {
-    let store = SimulatedStore::new(
-        InMemory::new(),
-        SimulatedStoreConfig::fixed(options.latency),
-    );
+    let faulty = FaultyStore::new(InMemory::new());
+    let (faults, fault_stats) = (faulty.faults(), faulty.stats());
+    let store = SimulatedStore::new(faulty, SimulatedStoreConfig::fixed(options.latency));
     let stats = store.stats();
     let mut named = vec![];
     for (i, bytes) in files.into_iter().enumerate() {
         let path = Path::from(format!("data/file_{i:03}.parquet"));
-        store
-            .inner()
-            .put(&path, bytes.clone().into())
-            .await
-            .unwrap();
+        let seed = store.inner().inner();
+        seed.put(&path, bytes.clone().into()).await.unwrap();
         named.push((path, bytes));
     }
     let mut runtime = RuntimeEnvBuilder::new();
@@ -160,6 +161,8 @@ pub async fn fixture(files: Vec<Bytes>, options: FixtureOptions) -> Fixture {
     Fixture {
         ctx,
         store: stats,
+        faults,
+        fault_stats,
         files: named,
         pool,
     }

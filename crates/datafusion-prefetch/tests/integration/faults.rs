@@ -1,0 +1,87 @@
+//! Store faults under prefetching: a failed prefetch never fails a query whose
+//! demand read succeeds, and nothing is left staged or running afterwards.
+
+use std::time::Duration;
+
+use datafusion_prefetch_simstore::{Fault, FaultKind, FaultRule};
+
+use crate::support::{FixtureOptions, chunk, fixture, parquet_file, settle};
+
+const PAYLOAD: usize = 1;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_prefetch_falls_back_to_the_demand_read() {
+    let files: Vec<_> = (0..4)
+        .map(|i| parquet_file(i * 20_000, 20_000, 20_000))
+        .collect();
+    let fx = fixture(
+        files.clone(),
+        FixtureOptions {
+            latency: Duration::from_millis(20),
+            ..Default::default()
+        },
+    )
+    .await;
+    let sql = "SELECT sum(payload), count(*) FROM t";
+    fx.set("policy", "off").await;
+    let (expected, _) = fx.run(sql).await;
+
+    // Under pipelined, the first GET of file 2's payload is a read-ahead: fail it.
+    let (path, _) = &fx.files[2];
+    let failing = FaultRule::new(Fault::Error)
+        .path(path.as_ref())
+        .overlapping(chunk(&files[2], 0, PAYLOAD))
+        .once();
+    fx.faults.push(failing.clone());
+    fx.set("policy", "pipelined").await;
+    let (result, stats) = fx.run(sql).await;
+    assert_eq!(result, expected);
+    assert_eq!(
+        fx.fault_stats.injected(FaultKind::Error),
+        1,
+        "the fault fired"
+    );
+    settle(&stats[0]).await;
+    assert_eq!(stats[0].staged_bytes(), 0);
+    assert_eq!(stats[0].live_tasks(), 0);
+    assert_eq!(fx.pool.reserved(), 0);
+
+    // The control: under off the same fault hits the demand read and fails the query.
+    fx.faults.set([failing]);
+    fx.set("policy", "off").await;
+    let plan = fx.plan(sql).await;
+    let err = datafusion::physical_plan::collect(plan, fx.ctx.task_ctx())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("injected error"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_demand_read_fails_the_query_and_leaves_nothing_behind() {
+    let files: Vec<_> = (0..6)
+        .map(|i| parquet_file(i * 20_000, 20_000, 5_000))
+        .collect();
+    let fx = fixture(files, FixtureOptions::default()).await;
+    // Every data read of file 3 fails, ahead or on demand.
+    let (path, _) = &fx.files[3];
+    fx.faults
+        .push(FaultRule::new(Fault::Error).path(path.as_ref()));
+    for policy in ["batched", "pipelined"] {
+        fx.set("policy", policy).await;
+        let plan = fx.plan("SELECT sum(payload) FROM t").await;
+        let stats = datafusion_prefetch::prefetch_stats(&plan);
+        let err = datafusion::physical_plan::collect(plan, fx.ctx.task_ctx())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("reading data/file_003.parquet bytes ["),
+            "{policy}: {err}"
+        );
+        settle(&stats[0]).await;
+        assert_eq!(stats[0].staged_bytes(), 0, "{policy}");
+        assert_eq!(stats[0].live_tasks(), 0, "{policy}");
+        assert_eq!(fx.pool.reserved(), 0, "{policy}");
+    }
+}
