@@ -118,6 +118,7 @@ pub(crate) struct ScanMetrics {
     bytes_wasted: Count,
     failed_prefetches: Count,
     files_opened_ahead: Count,
+    stalled_read_ahead: Count,
     peak_staged_bytes: Gauge,
     time_to_first_batch: Time,
     io_wait: Time,
@@ -144,6 +145,7 @@ impl ScanMetrics {
             bytes_wasted: counter("prefetch_bytes_wasted"),
             failed_prefetches: counter("prefetch_failed_prefetches"),
             files_opened_ahead: counter("prefetch_files_opened_ahead"),
+            stalled_read_ahead: counter("prefetch_stalled_read_ahead"),
             peak_staged_bytes: MetricBuilder::new(metrics)
                 .global_gauge("prefetch_peak_staged_bytes"),
             time_to_first_batch: global_time(metrics, "prefetch_time_to_first_batch"),
@@ -162,6 +164,11 @@ impl ScanMetrics {
         self.bytes_fetched.add(bytes as usize);
         self.stats.requests.fetch_add(1, Ordering::SeqCst);
         self.stats.bytes_fetched.fetch_add(bytes, Ordering::SeqCst);
+    }
+
+    /// A reader gave up waiting for a read-ahead and read the bytes itself.
+    pub(crate) fn stalled_read_ahead(&self) {
+        self.stalled_read_ahead.add(1);
     }
 
     pub(crate) fn io_wait(&self, waited: Duration) {

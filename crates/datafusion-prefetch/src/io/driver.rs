@@ -4,8 +4,9 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use datafusion::execution::memory_pool::MemoryReservation;
@@ -89,13 +90,19 @@ pub(crate) struct ScanScheduler {
     metadata_size_hint: Option<usize>,
     plan_metrics: ExecutionPlanMetricsSet,
     fetches: Mutex<HashMap<FetchId, Slot<SharedFetch>>>,
+    /// Released fetches still landing for a reader that was served from them.
+    landing: Mutex<HashMap<FetchId, AbortHandle>>,
     footers: Mutex<HashMap<FileId, Slot<SharedMetadata>>>,
     reservation: MemoryReservation,
     metrics: ScanMetrics,
     started: Instant,
-    first_batch_seen: std::sync::atomic::AtomicBool,
+    first_batch_seen: AtomicBool,
+    slowest_fetch_micros: AtomicU64,
     this: Weak<ScanScheduler>,
 }
+
+/// The least a reader waits for a read-ahead before fetching the bytes itself.
+const MIN_STALL_WAIT: Duration = Duration::from_secs(2);
 
 impl std::fmt::Debug for ScanScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -117,11 +124,13 @@ impl ScanScheduler {
             metadata_size_hint: parts.metadata_size_hint,
             plan_metrics: parts.plan_metrics,
             fetches: Mutex::new(HashMap::new()),
+            landing: Mutex::new(HashMap::new()),
             footers: Mutex::new(HashMap::new()),
             reservation: parts.reservation,
             metrics: parts.metrics,
             started: Instant::now(),
             first_batch_seen: Default::default(),
+            slowest_fetch_micros: Default::default(),
             this: this.clone(),
         })
     }
@@ -138,7 +147,6 @@ impl ScanScheduler {
 
     /// Record the scan's first output batch (time to first batch).
     pub(crate) fn batch_produced(&self) {
-        use std::sync::atomic::Ordering;
         if !self.first_batch_seen.swap(true, Ordering::SeqCst) {
             self.metrics.first_batch(self.started.elapsed());
         }
@@ -180,11 +188,17 @@ impl ScanScheduler {
                     self.spawn_fetch(id, file, ranges);
                 }
                 Action::Release { id, abort } => {
-                    if let Some(slot) = self.fetches.lock().remove(&id)
-                        && abort
-                        && let Some(handle) = slot.abort
-                    {
+                    let Some(handle) = self.fetches.lock().remove(&id).and_then(|s| s.abort) else {
+                        continue;
+                    };
+                    if abort {
                         handle.abort();
+                    } else {
+                        // A reader is awaiting it: let it land, but keep the
+                        // handle so a stall or the scan's end can still stop it.
+                        let mut landing = self.landing.lock();
+                        landing.retain(|_, h| !h.is_finished());
+                        landing.insert(id, handle);
                     }
                 }
             }
@@ -200,8 +214,14 @@ impl ScanScheduler {
         let this = self.this.clone();
         let slot = Slot::spawn("prefetch task", async move {
             let _guard = guard;
+            let started = Instant::now();
             match store.get_ranges(&location, &ranges).await {
-                Ok(bytes) => Ok(Arc::new(bytes)),
+                Ok(bytes) => {
+                    if let Some(scheduler) = this.upgrade() {
+                        scheduler.fetch_took(started.elapsed());
+                    }
+                    Ok(Arc::new(bytes))
+                }
                 Err(e) => {
                     if let Some(scheduler) = this.upgrade() {
                         scheduler.apply(|core| ((), core.fetch_failed(id)));
@@ -250,7 +270,9 @@ impl ScanScheduler {
     pub(crate) fn reader_closed(&self, file: FileId) {
         self.apply(|core| ((), core.reader_closed(file)));
         // The footer read of a finished file is no longer useful to anyone.
-        self.footers.lock().remove(&file);
+        if let Some(handle) = self.footers.lock().remove(&file).and_then(|s| s.abort) {
+            handle.abort();
+        }
     }
 
     pub(crate) fn metadata_known(
@@ -273,11 +295,14 @@ impl ScanScheduler {
         options: Option<&ArrowReaderOptions>,
     ) -> parquet::errors::Result<Arc<ParquetMetaData>> {
         let ahead = self.footers.lock().get(&file).map(|s| s.result.clone());
+        let ahead = match ahead {
+            Some(ahead) => self.await_ahead(ahead).await,
+            None => None,
+        };
         let wants_page_index = options
             .map(|o| o.column_index_policy() != PageIndexPolicy::Skip)
             .unwrap_or(false);
-        if let Some(ahead) = ahead
-            && let Ok(metadata) = ahead.await
+        if let Some(metadata) = ahead
             && (!wants_page_index
                 || (metadata.column_index().is_some() && metadata.offset_index().is_some()))
         {
@@ -286,6 +311,40 @@ impl ScanScheduler {
         let metadata = reader.get_metadata(options).await?;
         self.metadata_known(file, &self.files[file], &metadata);
         Ok(metadata)
+    }
+
+    /// Remember how long a read-ahead took, to tell a slow one from a stalled one.
+    fn fetch_took(&self, took: Duration) {
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.slowest_fetch_micros
+            .fetch_max(micros, Ordering::Relaxed);
+    }
+
+    /// Wait for a read-ahead, but not forever: after several times the slowest
+    /// read-ahead so far (at least [`MIN_STALL_WAIT`]) the reader gives up on it
+    /// and reads the bytes itself. `None` if it failed or stalled.
+    async fn await_ahead<T: Clone>(
+        &self,
+        ahead: Shared<BoxFuture<'static, Result<T, Arc<String>>>>,
+    ) -> Option<T> {
+        let slowest = Duration::from_micros(self.slowest_fetch_micros.load(Ordering::Relaxed));
+        let patience = MIN_STALL_WAIT.max(slowest * 4);
+        match tokio::time::timeout(patience, ahead).await {
+            Ok(result) => result.ok(),
+            Err(_) => {
+                self.metrics.stalled_read_ahead();
+                None
+            }
+        }
+    }
+
+    /// Stop a read-ahead a reader gave up on, wherever the scheduler holds it.
+    fn abandon(&self, id: FetchId) {
+        let landing = self.landing.lock().remove(&id);
+        let staged = self.fetches.lock().get(&id).and_then(|s| s.abort.clone());
+        for handle in landing.into_iter().chain(staged) {
+            handle.abort();
+        }
     }
 
     /// A demand read failed: say which file and bytes, whatever the store said.
@@ -379,16 +438,19 @@ impl ScanScheduler {
                     len,
                 } => {
                     let landed = match staged_fetches.get(id) {
-                        Some(fetch) => fetch.clone().await.ok(),
+                        Some(fetch) => self.await_ahead(fetch.clone()).await,
                         None => None,
                     };
+                    if landed.is_none() {
+                        self.abandon(*id);
+                    }
                     match landed {
                         Some(buffers) => {
                             let start = *offset as usize;
                             buffers[*index].slice(start..start + *len as usize)
                         }
-                        // A failed or cancelled prefetch never fails the query:
-                        // fetch the range on demand instead.
+                        // A failed, cancelled or stalled prefetch never fails
+                        // the query: fetch the range on demand instead.
                         None => {
                             self.metrics.request(range.end - range.start);
                             reader.get_bytes(range.clone()).await.map_err(|e| {
@@ -413,6 +475,9 @@ impl Drop for ScanScheduler {
             if let Some(abort) = slot.abort {
                 abort.abort();
             }
+        }
+        for (_, handle) in self.landing.lock().drain() {
+            handle.abort();
         }
         for (_, slot) in self.footers.lock().drain() {
             if let Some(abort) = slot.abort {

@@ -85,3 +85,41 @@ async fn a_failed_demand_read_fails_the_query_and_leaves_nothing_behind() {
         assert_eq!(fx.pool.reserved(), 0, "{policy}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_prefetch_is_abandoned_for_a_demand_read() {
+    let files: Vec<_> = (0..4)
+        .map(|i| parquet_file(i * 20_000, 20_000, 20_000))
+        .collect();
+    let fx = fixture(files.clone(), FixtureOptions::default()).await;
+    let sql = "SELECT sum(payload), count(*) FROM t";
+    fx.set("policy", "off").await;
+    let (expected, _) = fx.run(sql).await;
+
+    // The read-ahead of file 2's payload never answers; the retry does.
+    let (path, _) = &fx.files[2];
+    fx.faults.push(
+        FaultRule::new(Fault::Stall)
+            .path(path.as_ref())
+            .overlapping(chunk(&files[2], 0, PAYLOAD))
+            .once(),
+    );
+    fx.set("policy", "pipelined").await;
+    let (result, stats) = tokio::time::timeout(Duration::from_secs(30), fx.run(sql))
+        .await
+        .expect("a stalled read-ahead must not hang the query");
+    assert_eq!(result, expected);
+    assert_eq!(
+        fx.fault_stats.injected(FaultKind::Stall),
+        1,
+        "the stall fired"
+    );
+    settle(&stats[0]).await;
+    assert_eq!(stats[0].staged_bytes(), 0);
+    assert_eq!(
+        stats[0].live_tasks(),
+        0,
+        "the stalled request was cancelled"
+    );
+    assert_eq!(fx.pool.reserved(), 0);
+}
