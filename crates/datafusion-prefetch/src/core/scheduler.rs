@@ -467,14 +467,13 @@ impl ScanCore {
         self.chunks_of(file, layout, &upcoming, &columns, u64::MAX)
     }
 
-    /// The first scanned row group of a file the decoder has not started, for the
-    /// columns this scan has been seen to read, up to `cap` bytes.
-    fn first_row_group(&self, file: FileId, cap: u64) -> Vec<(ChunkKey, Range<u64>)> {
+    /// The leading scanned row groups of a file the decoder has not started, for
+    /// the columns this scan has been seen to read, up to `cap` bytes: the first
+    /// row group, and the next ones while they fit, so a file of several small
+    /// row groups does not cost a round trip per row group once it opens.
+    fn leading_row_groups(&self, file: FileId, cap: u64) -> Vec<(ChunkKey, Range<u64>)> {
         let state = &self.files[file];
         let Some(layout) = &state.layout else {
-            return vec![];
-        };
-        let Some(first) = layout.scanned_row_groups.first().copied() else {
             return vec![];
         };
         let columns: Vec<usize> = self
@@ -482,7 +481,7 @@ impl ScanCore {
             .iter()
             .filter_map(|p| layout.column_index(p))
             .collect();
-        self.chunks_of(file, layout, &[first], &columns, cap)
+        self.chunks_of(file, layout, &layout.scanned_row_groups, &columns, cap)
     }
 
     fn chunks_of(
@@ -539,7 +538,7 @@ impl ScanCore {
             if state.cursor.is_some() {
                 candidates.extend(self.row_groups_ahead(file));
             } else {
-                candidates.extend(self.first_row_group(file, u64::MAX));
+                candidates.extend(self.leading_row_groups(file, u64::MAX));
             }
         }
         // Then upcoming files, in the order they were asked for.
@@ -547,7 +546,8 @@ impl ScanCore {
             for file in 0..self.files.len() {
                 let state = &self.files[file];
                 if state.open_ahead_requested && !state.ever_opened && !state.finished {
-                    candidates.extend(self.first_row_group(file, self.config.eager_first_read_cap));
+                    candidates
+                        .extend(self.leading_row_groups(file, self.config.eager_first_read_cap));
                 }
             }
         }

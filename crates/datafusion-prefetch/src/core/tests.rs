@@ -201,6 +201,26 @@ fn upcoming_files_are_opened_ahead_and_eagerly_read_once_the_projection_is_known
 }
 
 #[test]
+fn eager_reads_cover_leading_row_groups_up_to_the_cap() {
+    let layout = layout(4, 3 * MIB);
+    let mut core = core(PrefetchPolicy::Pipelined, 2, 64 * MIB, 100 * MIB);
+    core.reader_opened(0, 0);
+    for file in 0..2 {
+        core.metadata_known(file, Arc::clone(&layout));
+    }
+    let plan = core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
+    // 16 MiB cap: five 3 MiB payload chunks would not fit, four do.
+    let of_file_1: Vec<_> = fetched(&plan.actions)
+        .into_iter()
+        .filter(|(f, _)| *f == 1)
+        .collect();
+    let chunks: Vec<_> = (0..4)
+        .map(|rg| (1, vec![layout.chunk(rg, 1).unwrap()]))
+        .collect();
+    assert_eq!(of_file_1, chunks);
+}
+
+#[test]
 fn eager_first_reads_respect_their_cap() {
     let layout = layout(1, 8 * MIB);
     let mut config = config(PrefetchPolicy::Pipelined, 64 * MIB, 100 * MIB);
