@@ -3,11 +3,17 @@
 //!
 //! ```text
 //! prefetch-bench --suite cross_file --latency fixed:100 --policies off,pipelined
+//! prefetch-bench --suite tpch --scale 1 --latency fixed:50 --plot tpch.svg
 //! ```
+//!
+//! See `benches/README.md` for every flag and suite.
 
+mod clickbench;
+mod plot;
 mod report;
 mod run;
 mod suites;
+mod tpch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,21 +21,33 @@ use std::time::Duration;
 
 use clap::Parser;
 use datafusion_prefetch_simstore::{LatencyModel, SimulatedStoreConfig};
+use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::report::Report;
-use crate::run::{RunConfig, measure};
+use crate::run::{Measurement, RunConfig, measure, sample_staged};
+use crate::suites::{ClickbenchCopy, Query, Suite, SuiteOptions};
 
 /// Compare prefetch policies against stock DataFusion in one run.
 #[derive(Debug, Parser)]
 #[command(name = "prefetch-bench", version, about)]
 struct Args {
-    /// Suite to run: cross_file, single_row_group or many_small_files.
+    /// Suite to run: cross_file, single_row_group, many_small_files, tpch or
+    /// clickbench.
     #[arg(long)]
     suite: String,
+    /// Data size of tpch (TPC-H scale factor) and clickbench (1 = 4 files of
+    /// 1M rows); the other suites have a fixed size.
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Which copy of the ClickBench table to query: `published` (no page
+    /// index, like the published files), `page_index`, or `both`.
+    #[arg(long, value_enum, default_value = "both")]
+    clickbench_copy: ClickbenchCopy,
     /// Policies to compare; `off` (stock DataFusion) is always measured first.
     #[arg(long, value_delimiter = ',', default_value = "off,batched,pipelined")]
     policies: Vec<String>,
-    /// First-byte latency per request: none, fixed:<ms> or s3.
+    /// First-byte latency per request: none, fixed:<ms> or s3. Not none: the
+    /// floor runs first, every query without latency.
     #[arg(long, default_value = "none")]
     latency: String,
     /// Per-connection bandwidth in MiB/s (default: unlimited, or 100 with s3).
@@ -41,12 +59,16 @@ struct Args {
     /// Scan partitions (`datafusion.execution.target_partitions`).
     #[arg(long, default_value_t = 1)]
     partitions: usize,
+    /// `prefetch.memory_budget` (per scan), e.g. 512MiB.
     #[arg(long)]
     memory_budget: Option<String>,
+    /// `prefetch.read_ahead_window` (per stream), e.g. 64MiB.
     #[arg(long)]
     read_ahead_window: Option<String>,
+    /// `prefetch.file_open_depth`: upcoming files opened ahead.
     #[arg(long)]
     file_open_depth: Option<String>,
+    /// `prefetch.eager_first_read_cap`.
     #[arg(long)]
     eager_first_read_cap: Option<String>,
     /// Iterations; each runs the policies forwards, then backwards.
@@ -64,6 +86,10 @@ struct Args {
     /// Write the summary tables as markdown.
     #[arg(long)]
     markdown: Option<PathBuf>,
+    /// Draw the median wall times and the staged bytes of one scan of the
+    /// first query into this SVG (or PNG, by extension) file.
+    #[arg(long)]
+    plot: Option<PathBuf>,
 }
 
 fn store_config(args: &Args) -> Result<(SimulatedStoreConfig, Duration), String> {
@@ -99,9 +125,83 @@ async fn main() -> ExitCode {
     }
 }
 
+/// Progress over every run on stderr; per-run lines print above it.
+struct Progress(ProgressBar);
+
+impl Progress {
+    fn new(runs: u64) -> Self {
+        let bar = ProgressBar::new(runs);
+        bar.set_style(
+            ProgressStyle::with_template("{elapsed_precise} [{wide_bar}] {pos}/{len} runs  {msg}")
+                .expect("a valid template")
+                .progress_chars("=> "),
+        );
+        Self(bar)
+    }
+
+    /// A line above the bar (or plainly, when stderr is not a terminal and
+    /// the bar is hidden).
+    fn println(&self, line: impl AsRef<str>) {
+        if self.0.is_hidden() {
+            eprintln!("{}", line.as_ref());
+        } else {
+            self.0.println(line.as_ref());
+        }
+    }
+
+    fn start(&self, suite: &Suite, query: &Query, policy: &str, what: &str) {
+        self.0
+            .set_message(format!("{} {} {policy}{what}", suite.name, query.name));
+    }
+}
+
+fn run_line(m: &Measurement) -> String {
+    format!(
+        "{:>10} {:<16} {:<10} {:>9.1} ms  ttfb {:>8.1} ms  {:>5} requests  peak staged {:>6.1} MiB",
+        m.suite,
+        m.query,
+        m.policy,
+        m.wall_ms,
+        m.ttfb_ms,
+        m.requests,
+        m.peak_staged_bytes as f64 / (1 << 20) as f64
+    )
+}
+
+/// Run once; a query that fails under `off` (stock DataFusion) is skipped
+/// from then on, with the reason printed; a failure under any other policy
+/// is an error of this crate and ends the benchmark.
+async fn run_or_skip(
+    report: &mut Report,
+    progress: &Progress,
+    (suite, query, policy): (&Suite, &Query, &str),
+    iteration: usize,
+    config: &RunConfig,
+) -> Result<Option<Measurement>, Box<dyn std::error::Error>> {
+    let result = measure(suite, query, policy, iteration, config).await;
+    progress.0.inc(1);
+    match result {
+        Ok(m) => Ok(Some(m)),
+        Err(e) if policy == "off" => {
+            let reason = e.to_string();
+            progress.println(format!(
+                "SKIPPED {} {}: it fails under off (stock DataFusion): {reason}",
+                suite.name, query.name
+            ));
+            report.skip(&query.name, reason);
+            Ok(None)
+        }
+        Err(e) => Err(format!("{} {} under {policy}: {e}", suite.name, query.name).into()),
+    }
+}
+
 async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
     let (store, typical_latency) = store_config(&args)?;
-    let mut suite = suites::prepare(&args.suite, &args.data_dir)?;
+    let options = SuiteOptions {
+        scale: args.scale,
+        clickbench_copy: args.clickbench_copy,
+    };
+    let mut suite = suites::prepare(&args.suite, &args.data_dir, &options)?;
     if !args.queries.is_empty() {
         suite.queries.retain(|q| args.queries.contains(&q.name));
         if suite.queries.is_empty() {
@@ -135,10 +235,21 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
         settings,
     };
 
+    let with_floor = !matches!(store.latency, LatencyModel::None);
+    let queries = suite.queries.len() as u64;
+    let policy_count = policies.len() as u64;
+    let runs = queries * policy_count * (args.iterations as u64 + if with_floor { 2 } else { 0 })
+        + if args.plot.is_some() {
+            policy_count - 1
+        } else {
+            0
+        };
+    let progress = Progress::new(runs);
+
     let mut report = Report::new(suite.clone(), config.clone(), typical_latency);
     // The no-latency floor: the best run of any policy per query without any
     // store delay (the first runs also warm the page cache).
-    if !matches!(store.latency, LatencyModel::None) {
+    if with_floor {
         let unthrottled = RunConfig {
             store: SimulatedStoreConfig::none(),
             latency_label: "none".into(),
@@ -147,10 +258,19 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
         for query in &suite.queries {
             let mut best = f64::INFINITY;
             for policy in policies.iter().chain(policies.iter()) {
-                let m = measure(&suite, query, policy, 0, &unthrottled).await?;
-                best = best.min(m.wall_ms);
+                if report.is_skipped(&query.name) {
+                    progress.0.inc(1);
+                    continue;
+                }
+                progress.start(&suite, query, policy, " (no latency, for the floor)");
+                let run = (&suite, query, policy.as_str());
+                if let Some(m) = run_or_skip(&mut report, &progress, run, 0, &unthrottled).await? {
+                    best = best.min(m.wall_ms);
+                }
             }
-            report.no_latency_wall_ms(&query.name, best);
+            if !report.is_skipped(&query.name) {
+                report.no_latency_wall_ms(&query.name, best);
+            }
         }
     }
     for iteration in 0..args.iterations {
@@ -160,21 +280,41 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
         }
         for policy in &order {
             for query in &suite.queries {
-                let m = measure(&suite, query, policy, iteration, &config).await?;
-                eprintln!(
-                    "{:>10} {:<16} {:<10} {:>9.1} ms  ttfb {:>8.1} ms  {:>5} requests  peak staged {:>6.1} MiB",
-                    suite.name,
-                    query.name,
-                    policy,
-                    m.wall_ms,
-                    m.ttfb_ms,
-                    m.requests,
-                    m.peak_staged_bytes as f64 / (1 << 20) as f64
-                );
-                report.add(m);
+                if report.is_skipped(&query.name) {
+                    progress.0.inc(1);
+                    continue;
+                }
+                progress.start(&suite, query, policy, &format!(" (iteration {iteration})"));
+                let run = (&suite, query, policy.as_str());
+                if let Some(m) =
+                    run_or_skip(&mut report, &progress, run, iteration, &config).await?
+                {
+                    progress.println(run_line(&m));
+                    report.add(m);
+                }
             }
         }
     }
+    // One more, untimed execution of the first query (that reads data: not
+    // ClickBench's q0, answered from statistics) per non-off policy, sampling
+    // its scans' staged bytes every 2 ms, for the plot.
+    let mut staged = vec![];
+    let measured = || suite.queries.iter().filter(|q| !report.is_skipped(&q.name));
+    if args.plot.is_some()
+        && let Some(query) = measured()
+            .find(|q| report.fetched_data(&q.name))
+            .or_else(|| measured().next())
+    {
+        for policy in policies.iter().filter(|p| *p != "off") {
+            progress.start(&suite, query, policy, " (sampling staged bytes)");
+            let series =
+                sample_staged(&suite, query, policy, &config, Duration::from_millis(2)).await?;
+            progress.0.inc(1);
+            staged.push(series);
+        }
+    }
+    progress.0.finish_and_clear();
+
     let all_match = report.check_results();
     println!("{}", report.markdown());
     if let Some(path) = &args.json {
@@ -182,6 +322,10 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
     }
     if let Some(path) = &args.markdown {
         std::fs::write(path, report.markdown())?;
+    }
+    if let Some(path) = &args.plot {
+        plot::draw(path, &report.title(), &report.median_wall_ms(), &staged)?;
+        eprintln!("plot written to {}", path.display());
     }
     if !all_match {
         eprintln!("prefetch-bench: RESULTS DIFFER FROM POLICY off (see matches_off above)");

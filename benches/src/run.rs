@@ -6,12 +6,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::array::{Array, AsArray, Float64Array, RecordBatch};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::Result;
-use datafusion::physical_plan::execute_stream;
-use datafusion::prelude::{ParquetReadOptions, SessionConfig};
-use datafusion_prefetch::{prefetch_stats, prefetching_context};
+use datafusion::physical_plan::{ExecutionPlan, execute_stream};
+use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use datafusion_prefetch::{PrefetchStats, prefetch_stats, prefetching_context};
 use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig, StoreStats};
 use futures::StreamExt;
 use object_store::ObjectStore;
@@ -54,21 +56,44 @@ pub struct Measurement {
     pub matches_off: bool,
 }
 
+/// One column's cells as text: floating-point values to 12 significant
+/// digits, so that sums added up in another order (more partitions) agree.
+enum Cells<'a> {
+    Formatted(ArrayFormatter<'a>),
+    Float(Float64Array),
+}
+
+impl Cells<'_> {
+    fn cell(&self, row: usize) -> String {
+        match self {
+            Self::Formatted(f) => f.value(row).to_string(),
+            Self::Float(a) if a.is_null(row) => "NULL".to_string(),
+            Self::Float(a) => format!("{:.11e}", a.value(row)),
+        }
+    }
+}
+
 /// A checksum of the result that ignores row order: the sorted rows, hashed.
 pub fn checksum(batches: &[RecordBatch]) -> Result<(usize, String)> {
     let options = FormatOptions::default().with_null("NULL");
     let mut rows = vec![];
     for batch in batches {
-        let formatters = batch
+        let columns = batch
             .columns()
             .iter()
-            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
+            .map(|c| match c.data_type() {
+                DataType::Float16 | DataType::Float32 | DataType::Float64 => {
+                    let floats = cast(c, &DataType::Float64)?;
+                    Ok(Cells::Float(floats.as_primitive::<Float64Type>().clone()))
+                }
+                _ => Ok(Cells::Formatted(ArrayFormatter::try_new(
+                    c.as_ref(),
+                    &options,
+                )?)),
+            })
+            .collect::<Result<Vec<_>>>()?;
         for row in 0..batch.num_rows() {
-            let cells: Vec<String> = formatters
-                .iter()
-                .map(|f| f.value(row).to_string())
-                .collect();
+            let cells: Vec<String> = columns.iter().map(|c| c.cell(row)).collect();
             rows.push(cells.join("\u{1f}"));
         }
     }
@@ -125,8 +150,7 @@ async fn plan(suite: &Suite, query: &Query, policy: &str, config: &RunConfig) ->
         }
     }
     let plan = ctx.sql(&query.sql).await?.create_physical_plan().await?;
-    let mut sources = vec![];
-    prefetch_stats(&plan, &mut sources);
+    let sources = prefetch_stats(&plan);
     Ok(Planned {
         ctx,
         plan,

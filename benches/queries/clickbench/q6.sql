@@ -1,0 +1,1 @@
+SELECT MIN("EventDate"), MAX("EventDate") FROM hits;
