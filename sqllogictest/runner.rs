@@ -49,21 +49,16 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use datafusion::execution::object_store::ObjectStoreUrl;
-use datafusion::physical_plan::common::collect;
-use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_prefetch::{PrefetchPolicy, prefetching_context};
 use datafusion_prefetch_simstore::{
     LatencyModel, SimulatedStore, SimulatedStoreConfig, StoreStats,
 };
-use datafusion_sqllogictest::{
-    DFColumnType, DFOutput, DFSqlLogicTestError, convert_batches, convert_schema_to_types,
-    df_value_validator, value_normalizer,
-};
+use datafusion_sqllogictest::{DFColumnType, DataFusion, df_value_validator, value_normalizer};
+use indicatif::ProgressBar;
 use object_store::local::LocalFileSystem;
-use sqllogictest::{AsyncDB, DBOutput, Record, parse_file, strict_column_validator};
+use sqllogictest::{Record, parse_file, strict_column_validator};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -81,50 +76,6 @@ const RUNNER_SETTINGS: [&str; 3] = [
 const ERRORS_SHOWN: usize = 10;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// The sqllogictest engine: DataFusion's own query execution and result
-/// normalization (`datafusion_sqllogictest::{convert_batches,
-/// convert_schema_to_types}`), exactly as its `DataFusion` engine does, over a
-/// prefetching context.
-///
-/// `datafusion_sqllogictest::DataFusion` itself needs an `indicatif::ProgressBar`,
-/// and `indicatif` is not a workspace dependency; this is its `run_query`
-/// without the progress bar.
-struct PrefetchEngine {
-    ctx: SessionContext,
-}
-
-#[async_trait]
-impl AsyncDB for PrefetchEngine {
-    type Error = DFSqlLogicTestError;
-    type ColumnType = DFColumnType;
-
-    async fn run(&mut self, sql: &str) -> Result<DFOutput, DFSqlLogicTestError> {
-        let df = self.ctx.sql(sql).await?;
-        let task_ctx = Arc::new(df.task_ctx());
-        let plan = df.create_physical_plan().await?;
-        let schema = plan.schema();
-        let stream = execute_stream(plan, task_ctx)?;
-        let types = convert_schema_to_types(stream.schema().fields());
-        let batches = collect(stream).await?;
-        let rows = convert_batches(&schema, batches, false)?;
-        if rows.is_empty() && types.is_empty() {
-            Ok(DBOutput::StatementComplete(0))
-        } else {
-            Ok(DBOutput::Rows { types, rows })
-        }
-    }
-
-    async fn shutdown(&mut self) {}
-
-    fn engine_name(&self) -> &str {
-        "DataFusion"
-    }
-
-    async fn sleep(dur: Duration) {
-        tokio::time::sleep(dur).await;
-    }
-}
 
 /// Command line and environment.
 struct Options {
@@ -293,16 +244,19 @@ fn config_snapshot(ctx: &SessionContext) -> BTreeMap<String, Option<String>> {
         .collect()
 }
 
+/// A runner over DataFusion's own sqllogictest engine, on a prefetching context.
 fn new_runner(
     ctx: &SessionContext,
+    suite: &Path,
 ) -> sqllogictest::Runner<
-    PrefetchEngine,
-    impl sqllogictest::MakeConnection<Conn = PrefetchEngine, MakeFuture: Send> + Send,
+    DataFusion,
+    impl sqllogictest::MakeConnection<Conn = DataFusion, MakeFuture: Send> + Send,
 > {
     let ctx = ctx.clone();
+    let suite = suite.to_path_buf();
     let mut runner = sqllogictest::Runner::new(move || {
-        let ctx = ctx.clone();
-        async move { Ok(PrefetchEngine { ctx }) }
+        let engine = DataFusion::new(ctx.clone(), suite.clone(), ProgressBar::hidden());
+        async move { Ok(engine) }
     });
     runner.with_column_validator(strict_column_validator);
     runner.with_normalizer(value_normalizer);
@@ -317,7 +271,7 @@ async fn run_suite(ctx: &SessionContext, path: &Path) -> Vec<String> {
         Err(e) => return vec![format!("cannot parse {}: {e}", path.display())],
     };
     let before = config_snapshot(ctx);
-    let mut runner = new_runner(ctx);
+    let mut runner = new_runner(ctx, path);
     let mut errors = vec![];
     for record in records {
         if let Record::Halt { .. } = record {
@@ -353,7 +307,7 @@ async fn run_suite(ctx: &SessionContext, path: &Path) -> Vec<String> {
 
 /// Rewrite the expected results of `path` from what `ctx` returns.
 async fn complete_suite(ctx: &SessionContext, path: &Path) -> Result<(), String> {
-    let mut runner = new_runner(ctx);
+    let mut runner = new_runner(ctx, path);
     runner
         .update_test_file(
             path,
