@@ -401,7 +401,18 @@ impl ScanScheduler {
             }
             let bytes: u64 = request.iter().map(|r| r.end - r.start).sum();
             self.metrics.request(bytes);
-            match reader.get_byte_ranges(request).await {
+            let requested = request.len();
+            let fetched = reader.get_byte_ranges(request).await.and_then(|fetched| {
+                if fetched.len() == requested {
+                    Ok(fetched)
+                } else {
+                    Err(ParquetError::General(format!(
+                        "the store returned {} buffers for {requested} ranges",
+                        fetched.len()
+                    )))
+                }
+            });
+            match fetched {
                 Ok(mut fetched) => {
                     if let Some((id, _)) = &plan.widened {
                         let widened = fetched.split_off(plan.demand.len());
@@ -441,14 +452,19 @@ impl ScanScheduler {
                         Some(fetch) => self.await_ahead(fetch.clone()).await,
                         None => None,
                     };
-                    if landed.is_none() {
+                    // A buffer shorter than its range (a misbehaving store) is
+                    // treated like a failed prefetch rather than sliced out of bounds.
+                    let (start, end) = (*offset as usize, (*offset + *len) as usize);
+                    let slice = landed
+                        .as_ref()
+                        .and_then(|buffers| buffers.get(*index))
+                        .filter(|buffer| buffer.len() >= end)
+                        .map(|buffer| buffer.slice(start..end));
+                    if slice.is_none() {
                         self.abandon(*id);
                     }
-                    match landed {
-                        Some(buffers) => {
-                            let start = *offset as usize;
-                            buffers[*index].slice(start..start + *len as usize)
-                        }
+                    match slice {
+                        Some(bytes) => bytes,
                         // A failed, cancelled or stalled prefetch never fails
                         // the query: fetch the range on demand instead.
                         None => {
