@@ -3,27 +3,26 @@
 use std::sync::Arc;
 
 use datafusion::arrow::util::pretty::pretty_format_batches;
-use datafusion::prelude::SessionConfig;
+use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_prefetch::{PrefetchOptions, PrefetchingParquetTable, prefetching_context};
 
 use crate::support::{FixtureOptions, fixture, parquet_file};
 
-async fn sql_error(ctx: &datafusion::prelude::SessionContext, sql: &str) -> String {
+async fn sql_error(ctx: &SessionContext, sql: &str) -> String {
     match ctx.sql(sql).await {
         Ok(df) => df.collect().await.unwrap_err().to_string(),
         Err(e) => e.to_string(),
     }
 }
 
-async fn show(ctx: &datafusion::prelude::SessionContext, key: &str) -> String {
-    let batches = ctx
-        .sql(&format!("SHOW prefetch.{key}"))
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+/// Run `sql` and pretty-print its result.
+async fn sql_text(ctx: &SessionContext, sql: &str) -> String {
+    let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
     pretty_format_batches(&batches).unwrap().to_string()
+}
+
+async fn show(ctx: &SessionContext, key: &str) -> String {
+    sql_text(ctx, &format!("SHOW prefetch.{key}")).await
 }
 
 #[tokio::test]
@@ -49,20 +48,8 @@ async fn a_set_between_two_queries_changes_the_second() {
     let explain = |policy: &'static str| {
         let ctx = fx.ctx.clone();
         async move {
-            ctx.sql(&format!("SET prefetch.policy = '{policy}'"))
-                .await
-                .unwrap()
-                .collect()
-                .await
-                .unwrap();
-            let batches = ctx
-                .sql("EXPLAIN SELECT sum(payload) FROM t")
-                .await
-                .unwrap()
-                .collect()
-                .await
-                .unwrap();
-            pretty_format_batches(&batches).unwrap().to_string()
+            sql_text(&ctx, &format!("SET prefetch.policy = '{policy}'")).await;
+            sql_text(&ctx, "EXPLAIN SELECT sum(payload) FROM t").await
         }
     };
     assert!(explain("off").await.contains("prefetch=off("));
@@ -79,15 +66,7 @@ async fn explain_analyze_reports_the_scan_metrics() {
         .map(|i| parquet_file(i * 10_000, 10_000, 2_500))
         .collect();
     let fx = fixture(files, FixtureOptions::default()).await;
-    let batches = fx
-        .ctx
-        .sql("EXPLAIN ANALYZE SELECT sum(payload) FROM t")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    let text = pretty_format_batches(&batches).unwrap().to_string();
+    let text = sql_text(&fx.ctx, "EXPLAIN ANALYZE SELECT sum(payload) FROM t").await;
     for metric in [
         "prefetch_requests=",
         "prefetch_bytes_fetched=",
@@ -166,14 +145,11 @@ async fn the_table_provider_prefetches_without_the_session_rule() {
         .await
         .unwrap();
     ctx.register_table("events", Arc::new(table)).unwrap();
-    let batches = ctx
-        .sql("SELECT year, count(*), min(id) FROM events WHERE year = '2024' GROUP BY year")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    let text = pretty_format_batches(&batches).unwrap().to_string();
+    let text = sql_text(
+        &ctx,
+        "SELECT year, count(*), min(id) FROM events WHERE year = '2024' GROUP BY year",
+    )
+    .await;
     let row: Vec<&str> = text
         .lines()
         .nth(3)
@@ -182,13 +158,6 @@ async fn the_table_provider_prefetches_without_the_session_rule() {
         .map(str::trim)
         .collect();
     assert_eq!(row[1..4], ["2024", "100", "100"], "{text}");
-    let explain = ctx
-        .sql("EXPLAIN SELECT count(*) FROM events WHERE id > 3")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    let plan = pretty_format_batches(&explain).unwrap().to_string();
+    let plan = sql_text(&ctx, "EXPLAIN SELECT count(*) FROM events WHERE id > 3").await;
     assert!(plan.contains("prefetch=pipelined("), "{plan}");
 }
