@@ -144,7 +144,7 @@ const KEYS: [Key; 5] = [
     },
     Key {
         name: "eager_first_read_cap",
-        description: "Bytes of an upcoming file's first row group fetched before the decoder asks (0 disables)",
+        description: "Bytes of an upcoming file's leading row groups fetched before the decoder asks (0 disables)",
     },
 ];
 
@@ -169,7 +169,7 @@ impl PrefetchOptions {
         self.file_open_depth
     }
 
-    /// Bytes of an upcoming file's first row group fetched before the decoder asks.
+    /// Bytes of an upcoming file's leading row groups fetched before the decoder asks.
     pub fn eager_first_read_cap(&self) -> ByteSize {
         self.eager_first_read_cap
     }

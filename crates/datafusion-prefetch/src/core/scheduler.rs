@@ -36,7 +36,7 @@ pub struct CoreConfig {
     pub memory_budget: u64,
     /// How many upcoming files are opened ahead.
     pub file_open_depth: usize,
-    /// Bytes of an upcoming file's first row group fetched before it is opened.
+    /// Bytes of an upcoming file's leading row groups fetched before it is opened.
     pub eager_first_read_cap: u64,
 }
 
