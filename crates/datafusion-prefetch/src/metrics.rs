@@ -119,6 +119,12 @@ pub(crate) struct ScanMetrics {
     failed_prefetches: Count,
     files_opened_ahead: Count,
     stalled_read_ahead: Count,
+    files_page_granular: Count,
+    files_row_group_granular: Count,
+    bytes_page_granular: Count,
+    bytes_row_group_granular: Count,
+    slices: Count,
+    oversized_pages: Count,
     peak_staged_bytes: Gauge,
     time_to_first_batch: Time,
     io_wait: Time,
@@ -146,6 +152,12 @@ impl ScanMetrics {
             failed_prefetches: counter("prefetch_failed_prefetches"),
             files_opened_ahead: counter("prefetch_files_opened_ahead"),
             stalled_read_ahead: counter("prefetch_stalled_read_ahead"),
+            files_page_granular: counter("prefetch_files_page_granular"),
+            files_row_group_granular: counter("prefetch_files_row_group_granular"),
+            bytes_page_granular: counter("prefetch_bytes_page_granular"),
+            bytes_row_group_granular: counter("prefetch_bytes_row_group_granular"),
+            slices: counter("prefetch_slices"),
+            oversized_pages: counter("prefetch_oversized_pages"),
             peak_staged_bytes: MetricBuilder::new(metrics)
                 .global_gauge("prefetch_peak_staged_bytes"),
             time_to_first_batch: global_time(metrics, "prefetch_time_to_first_batch"),
@@ -210,10 +222,45 @@ impl ScanMetrics {
             .failed_prefetches
             .saturating_sub(before.failed_prefetches);
         self.failed_prefetches.add(failed as usize);
-        let opened = now
-            .files_opened_ahead
-            .saturating_sub(before.files_opened_ahead);
-        self.files_opened_ahead.add(opened as usize);
+        let counters = [
+            (
+                &self.files_opened_ahead,
+                before.files_opened_ahead,
+                now.files_opened_ahead,
+            ),
+            (
+                &self.files_page_granular,
+                before.files_page_granular,
+                now.files_page_granular,
+            ),
+            (
+                &self.files_row_group_granular,
+                before.files_row_group_granular,
+                now.files_row_group_granular,
+            ),
+            (
+                &self.bytes_page_granular,
+                before.bytes_page_granular,
+                now.bytes_page_granular,
+            ),
+            (
+                &self.bytes_row_group_granular,
+                before.bytes_row_group_granular,
+                now.bytes_row_group_granular,
+            ),
+            (&self.slices, before.slices_planned, now.slices_planned),
+            (
+                &self.oversized_pages,
+                before.oversized_pages,
+                now.oversized_pages,
+            ),
+        ];
+        for (count, old, new) in counters {
+            let delta = new.saturating_sub(old);
+            if delta > 0 {
+                count.add(delta as usize);
+            }
+        }
         self.peak_staged_bytes
             .set_max(now.peak_staged_bytes as usize);
         self.stats

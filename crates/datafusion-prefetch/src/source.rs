@@ -11,6 +11,7 @@ use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, UnboundedMemoryPool};
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::physical_expr::projection::ProjectionExprs;
+use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{EquivalenceProperties, LexOrdering, PhysicalExpr};
 use datafusion::physical_expr_common::sort_expr::PhysicalSortExpr;
 use datafusion::physical_plan::filter_pushdown::FilterPushdownPropagation;
@@ -32,7 +33,8 @@ use parking_lot::Mutex;
 use crate::config::{PrefetchOptions, PrefetchPolicy};
 use crate::core::{CoreConfig, FileId, ScanCore};
 use crate::io::{
-    ObservedMorselizer, PrefetchingReaderFactory, ScanScheduler, SchedulerParts, scan_unit_id,
+    ObservedMorselizer, PrefetchingReaderFactory, ScanScheduler, SchedulerParts, SlicingMorselizer,
+    scan_unit_id,
 };
 use crate::metrics::{PrefetchStats, ScanMetrics};
 
@@ -188,17 +190,21 @@ impl PrefetchingParquetSource {
                 .map(|g| g.iter().filter_map(id_of).collect())
                 .collect()
         };
+        let window = self.options.read_ahead_window().as_u64();
+        let budget = self.options.memory_budget().as_u64();
         let core = ScanCore::new(
             CoreConfig {
                 policy: self.options.policy(),
-                read_ahead_window: self.options.read_ahead_window().as_u64(),
-                memory_budget: self.options.memory_budget().as_u64(),
+                read_ahead_window: window,
+                memory_budget: budget,
                 file_open_depth: self.options.file_open_depth(),
                 eager_first_read_cap: self.options.eager_first_read_cap().as_u64(),
+                slice_target_bytes: CoreConfig::default_slice_target(window, budget),
             },
             files.len(),
             order,
-        );
+        )
+        .with_projection(self.read_columns());
         let inner_factory: Arc<dyn ParquetFileReaderFactory> = match (
             self.inner.parquet_file_reader_factory(),
             &self.metadata_cache,
@@ -226,9 +232,52 @@ impl PrefetchingParquetSource {
             plan_metrics: self.inner.metrics().clone(),
             reservation,
             metrics: ScanMetrics::new(self.inner.metrics(), Arc::clone(&self.stats)),
+            slicing: self.slicing(),
         });
         *running = Arc::downgrade(&scheduler);
         scheduler
+    }
+
+    /// Whether `streaming` may cut files into slices. A scan that reverses row
+    /// groups (sort pushdown) keeps them whole: slices are decoded in file order.
+    fn slicing(&self) -> bool {
+        if self.options.policy() != PrefetchPolicy::Streaming {
+            return false;
+        }
+        struct Extra<'a>(&'a ParquetSource);
+        impl fmt::Display for Extra<'_> {
+            fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+                self.0.fmt_extra(DisplayFormatType::Default, f)
+            }
+        }
+        // `ParquetSource` exposes the flag only through its display.
+        !Extra(&self.inner)
+            .to_string()
+            .contains("reverse_row_groups=true")
+    }
+
+    /// The top-level columns the decoder reads: the projection's, plus the
+    /// filter's when filters are evaluated during the scan. `None` when every
+    /// column may be read.
+    fn read_columns(&self) -> Option<Vec<String>> {
+        let projection = self.inner.projection()?;
+        let mut columns: Vec<String> = vec![];
+        let mut add = |expr: &Arc<dyn PhysicalExpr>| {
+            for column in collect_columns(expr) {
+                if !columns.iter().any(|c| c == column.name()) {
+                    columns.push(column.name().to_string());
+                }
+            }
+        };
+        for expr in projection.expr_iter() {
+            add(&expr);
+        }
+        if self.inner.table_parquet_options().global.pushdown_filters
+            && let Some(filter) = self.inner.filter()
+        {
+            add(&filter);
+        }
+        Some(columns)
     }
 
     fn inner_metadata_size_hint(&self) -> Option<usize> {
@@ -268,7 +317,18 @@ impl FileSource for PrefetchingParquetSource {
             .clone()
             .with_parquet_file_reader_factory(reader_factory)
             .create_morselizer(object_store, base_config, partition)?;
-        Ok(Box::new(ObservedMorselizer { inner, scheduler }))
+        let observed = ObservedMorselizer {
+            inner,
+            scheduler: Arc::clone(&scheduler),
+        };
+        if self.options.policy() == PrefetchPolicy::Streaming {
+            return Ok(Box::new(SlicingMorselizer {
+                inner: Arc::new(observed),
+                scheduler,
+                partition,
+            }));
+        }
+        Ok(Box::new(observed))
     }
 
     fn table_schema(&self) -> &TableSchema {

@@ -22,14 +22,21 @@ pub enum PrefetchPolicy {
     /// background up to the window, and upcoming files are opened ahead.
     #[default]
     Pipelined,
+    /// Page-granular: each row group is read as a sequence of row slices whose
+    /// pages (found through the offset index) are fetched ahead in decode order,
+    /// so decoding starts when the first slice lands and staged memory follows
+    /// the window rather than the row-group size. Files without an offset index
+    /// are read like `pipelined`.
+    Streaming,
 }
 
 /// Policies that are planned but not implemented yet; refused with a clear error.
-const NOT_YET_IMPLEMENTED: [&str; 2] = ["streaming", "auto"];
+const NOT_YET_IMPLEMENTED: [&str; 1] = ["auto"];
 
 impl PrefetchPolicy {
     /// Every policy this build accepts, in the order they are documented.
-    pub const ALL: [PrefetchPolicy; 3] = [Self::Off, Self::Batched, Self::Pipelined];
+    pub const ALL: [PrefetchPolicy; 4] =
+        [Self::Off, Self::Batched, Self::Pipelined, Self::Streaming];
 
     /// The name used by `SET prefetch.policy`.
     pub fn name(self) -> &'static str {
@@ -37,7 +44,13 @@ impl PrefetchPolicy {
             Self::Off => "off",
             Self::Batched => "batched",
             Self::Pipelined => "pipelined",
+            Self::Streaming => "streaming",
         }
+    }
+
+    /// Whether the scan fetches ahead in the background (and opens files ahead).
+    pub fn reads_ahead(self) -> bool {
+        matches!(self, Self::Pipelined | Self::Streaming)
     }
 
     fn accepted() -> String {
@@ -91,7 +104,7 @@ impl FromStr for PrefetchPolicy {
 /// assert_eq!(options.read_ahead_window().as_u64(), 8 << 20);
 ///
 /// let err = config.options_mut().set("prefetch.policy", "bogus").unwrap_err();
-/// assert!(err.to_string().contains("off, batched, pipelined"));
+/// assert!(err.to_string().contains("off, batched, pipelined, streaming"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrefetchOptions {
@@ -363,9 +376,9 @@ mod tests {
             (
                 "policy",
                 "bogus",
-                "accepted values: off, batched, pipelined",
+                "accepted values: off, batched, pipelined, streaming",
             ),
-            ("policy", "streaming", "not implemented yet"),
+            ("policy", "auto", "not implemented yet"),
             ("read_ahead_window", "-1", "prefetch.read_ahead_window"),
             ("read_ahead_window", "0", "at least 1 byte"),
             ("memory_budget", "lots", "prefetch.memory_budget"),

@@ -4,8 +4,26 @@
 use std::ops::Range;
 
 use datafusion_datasource::FileRange;
-use datafusion_datasource_parquet::ParquetAccessPlan;
+use datafusion_datasource_parquet::{ParquetAccessPlan, RowGroupAccess};
 use parquet::file::metadata::ParquetMetaData;
+
+/// One data page of a column chunk, from the offset index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageSpan {
+    /// Where the page lies in the file (header included).
+    pub bytes: Range<u64>,
+    /// Index of the page's first row within its row group.
+    pub first_row: u64,
+}
+
+/// The pages of one column chunk, from the offset index.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ChunkPages {
+    /// The dictionary page (the bytes before the first data page), if any.
+    pub dictionary: Option<Range<u64>>,
+    /// The data pages, in row order.
+    pub pages: Vec<PageSpan>,
+}
 
 /// The byte layout of one Parquet file, reduced to what read-ahead decisions need.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,29 +36,90 @@ pub struct FileLayout {
     /// Row groups this scan unit will decode, ascending: those whose first page
     /// lies in the unit's byte range and that its access plan does not skip.
     pub scanned_row_groups: Vec<usize>,
+    /// Top-level column (root field) of every leaf, by leaf index.
+    pub column_roots: Vec<String>,
+    /// Rows in each row group.
+    pub row_counts: Vec<u64>,
+    /// Rows the access plan selects in each row group, as ascending ranges
+    /// relative to the row group; `None` when the whole row group is read.
+    pub selections: Vec<Option<Vec<Range<u64>>>>,
+    /// For each row group, the pages of every leaf column chunk, when the file
+    /// has an offset index and the layout was read with pages.
+    pub pages: Option<Vec<Vec<ChunkPages>>>,
 }
 
 impl FileLayout {
     /// A layout in which every row group is scanned.
     pub fn new(column_paths: Vec<String>, row_groups: Vec<Vec<Range<u64>>>) -> Self {
         let scanned_row_groups = (0..row_groups.len()).collect();
+        let column_roots = column_paths
+            .iter()
+            .map(|p| p.split('.').next().unwrap_or_default().to_string())
+            .collect();
         Self {
+            column_roots,
+            row_counts: vec![0; row_groups.len()],
+            selections: vec![None; row_groups.len()],
+            pages: None,
             column_paths,
             row_groups,
             scanned_row_groups,
         }
     }
 
+    /// Attach page locations and row counts (hand-built layouts in tests).
+    pub fn with_pages(mut self, row_counts: Vec<u64>, pages: Vec<Vec<ChunkPages>>) -> Self {
+        self.row_counts = row_counts;
+        self.pages = Some(pages);
+        self
+    }
+
     /// Read the layout from a file's metadata, limited to the row groups that a
     /// scan unit with `range` and `access_plan` decodes (the same rule
     /// DataFusion's opener applies, so prediction matches what is read).
+    ///
+    /// With `with_pages`, the page locations of the offset index are kept too
+    /// (when the metadata has one for every column chunk).
     pub fn from_metadata(
         metadata: &ParquetMetaData,
         range: Option<&FileRange>,
         access_plan: Option<&ParquetAccessPlan>,
+        with_pages: bool,
     ) -> Self {
         let schema = metadata.file_metadata().schema_descr();
         let column_paths = schema.columns().iter().map(|c| c.path().string()).collect();
+        let column_roots = schema
+            .columns()
+            .iter()
+            .map(|c| c.path().parts().first().cloned().unwrap_or_default())
+            .collect();
+        let row_counts = metadata
+            .row_groups()
+            .iter()
+            .map(|rg| rg.num_rows().max(0) as u64)
+            .collect();
+        let selections = (0..metadata.num_row_groups())
+            .map(|idx| match access_plan.and_then(|p| p.inner().get(idx)) {
+                Some(RowGroupAccess::Selection(selection)) => {
+                    let mut ranges = vec![];
+                    let mut row = 0u64;
+                    for selector in selection.iter() {
+                        let end = row + selector.row_count as u64;
+                        if !selector.skip && end > row {
+                            ranges.push(row..end);
+                        }
+                        row = end;
+                    }
+                    Some(ranges)
+                }
+                _ => None,
+            })
+            .collect();
+        let pages = if with_pages {
+            page_locations(metadata)
+        } else {
+            None
+        };
         let row_groups: Vec<Vec<Range<u64>>> = metadata
             .row_groups()
             .iter()
@@ -78,7 +157,18 @@ impl FileLayout {
             column_paths,
             row_groups,
             scanned_row_groups,
+            column_roots,
+            row_counts,
+            selections,
+            pages,
         }
+    }
+
+    /// The leaf columns under the given top-level columns.
+    pub fn leaves_of(&self, roots: &[String]) -> Vec<usize> {
+        (0..self.column_roots.len())
+            .filter(|&leaf| roots.contains(&self.column_roots[leaf]))
+            .collect()
     }
 
     /// The (row group, leaf column) whose chunk contains `range`, if any.
@@ -99,6 +189,47 @@ impl FileLayout {
     pub fn chunk(&self, row_group: usize, column: usize) -> Option<Range<u64>> {
         self.row_groups.get(row_group)?.get(column).cloned()
     }
+}
+
+/// Every column chunk's pages, or `None` unless the offset index covers all.
+fn page_locations(metadata: &ParquetMetaData) -> Option<Vec<Vec<ChunkPages>>> {
+    let offset_index = metadata.offset_index()?;
+    metadata
+        .row_groups()
+        .iter()
+        .zip(offset_index)
+        .map(|(rg, columns)| {
+            if columns.len() != rg.columns().len() {
+                return None;
+            }
+            rg.columns()
+                .iter()
+                .zip(columns)
+                .map(|(chunk, index)| {
+                    let (start, _) = chunk.byte_range();
+                    let locations = index.page_locations();
+                    let first = locations.first()?;
+                    let first_offset = u64::try_from(first.offset).ok()?;
+                    // The same rule as the decoder: bytes before the first data
+                    // page are the dictionary page.
+                    let dictionary = (first_offset != start).then(|| start..first_offset);
+                    let pages = locations
+                        .iter()
+                        .map(|page| {
+                            let offset = u64::try_from(page.offset).ok()?;
+                            let len = u64::try_from(page.compressed_page_size).ok()?;
+                            let first_row = u64::try_from(page.first_row_index).ok()?;
+                            Some(PageSpan {
+                                bytes: offset..offset + len,
+                                first_row,
+                            })
+                        })
+                        .collect::<Option<Vec<_>>>()?;
+                    Some(ChunkPages { dictionary, pages })
+                })
+                .collect()
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -3,10 +3,12 @@
 
 mod layout;
 mod scheduler;
+mod slices;
 #[cfg(test)]
 mod tests;
 
-pub use layout::FileLayout;
+pub use layout::{ChunkPages, FileLayout, PageSpan};
 pub use scheduler::{
     Action, CoreConfig, CoreStats, FetchId, FileId, Part, PartitionId, ReadPlan, ScanCore,
 };
+pub use slices::{Slice, SlicePiece, SlicePlan, plan_slices};

@@ -14,6 +14,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::layout::FileLayout;
+use super::slices::{SlicePlan, plan_slices};
 use crate::config::PrefetchPolicy;
 
 /// Index of a scan unit (a file, or a byte range of one) in the scan's file list.
@@ -38,6 +39,17 @@ pub struct CoreConfig {
     pub file_open_depth: usize,
     /// Bytes of an upcoming file's leading row groups fetched before it is opened.
     pub eager_first_read_cap: u64,
+    /// `streaming`: about how many bytes of the projected columns one slice reads.
+    pub slice_target_bytes: u64,
+}
+
+impl CoreConfig {
+    /// The slice size `streaming` aims for: an eighth of what one stream may
+    /// stage, so several slices are in flight while one decodes, between
+    /// 64 KiB (fewer, larger requests) and 16 MiB (a quick first batch).
+    pub fn default_slice_target(read_ahead_window: u64, memory_budget: u64) -> u64 {
+        (read_ahead_window.min(memory_budget) / 8).clamp(64 << 10, 16 << 20)
+    }
 }
 
 /// Background work the driver must start (or stop).
@@ -123,6 +135,19 @@ pub struct CoreStats {
     pub failed_prefetches: u64,
     /// Upcoming files whose footer was read ahead.
     pub files_opened_ahead: u64,
+    /// Files the decoder read at page granularity (`streaming`, offset index).
+    pub files_page_granular: u64,
+    /// Files the decoder read at row-group granularity.
+    pub files_row_group_granular: u64,
+    /// Bytes the decoder read from files at page granularity.
+    pub bytes_page_granular: u64,
+    /// Bytes the decoder read from files at row-group granularity.
+    pub bytes_row_group_granular: u64,
+    /// Slices planned over page-granular files.
+    pub slices_planned: u64,
+    /// Pages larger than the window or the budget: never fetched ahead, read
+    /// alone by the decoder with nothing else fetched ahead behind them.
+    pub oversized_pages: u64,
 }
 
 #[derive(Debug, Default)]
@@ -146,21 +171,56 @@ struct FileState {
     /// chunks of later row groups would mostly be wasted, so none are fetched
     /// ahead in this file.
     unpredictable: bool,
+    /// `streaming` with an offset index: the file is read slice by slice.
+    slices: Option<SliceState>,
+    /// Whether the file's granularity has been counted.
+    counted: bool,
 }
 
+/// Where the decoders of a page-granular file are.
 #[derive(Debug)]
-struct StagedChunk {
+struct SliceState {
+    plan: Arc<SlicePlan>,
+    /// The slice being decoded.
+    cursor: Option<usize>,
+    /// Pages whose read-ahead failed: left to the decoder from then on.
+    given_up: BTreeSet<u64>,
+}
+
+/// Bytes fetched ahead for a decoder: a whole column chunk (row-group
+/// granularity) or one page (`streaming`).
+#[derive(Debug)]
+struct StagedPiece {
     fetch: FetchId,
     index: usize,
     range: Range<u64>,
     taken: u64,
     partition: PartitionId,
+    row_group: usize,
+    column: usize,
+    /// `streaming`: the last slice that reads these bytes.
+    last_slice: Option<usize>,
 }
 
-impl StagedChunk {
+impl StagedPiece {
     fn len(&self) -> u64 {
         self.range.end - self.range.start
     }
+}
+
+/// Something worth fetching ahead, in priority order.
+#[derive(Debug, Clone)]
+struct Candidate {
+    file: FileId,
+    /// Candidates of one file with the same group share a fetch: a row group
+    /// (chunks) or a slice (pages).
+    group: usize,
+    range: Range<u64>,
+    row_group: usize,
+    column: usize,
+    last_slice: Option<usize>,
+    /// Read ahead for a file no decoder has opened yet.
+    eager: bool,
 }
 
 /// How many of a fetch's chunks are still staged, and whether any was served.
@@ -170,8 +230,8 @@ struct LiveFetch {
     served: bool,
 }
 
-/// Key of a staged chunk: (file, row group, leaf column).
-type ChunkKey = (FileId, usize, usize);
+/// Key of a staged piece: (file, first byte). Staged pieces never overlap.
+type PieceKey = (FileId, u64);
 
 /// The scheduler state of one scan, shared by all its partitions.
 #[derive(Debug)]
@@ -183,7 +243,12 @@ pub struct ScanCore {
     /// Column paths any decoder of this scan has asked for: the projection, as
     /// observed, used to predict an upcoming file's reads.
     learned_paths: BTreeSet<String>,
-    staged: BTreeMap<ChunkKey, StagedChunk>,
+    /// `streaming`: the top-level columns the scan reads (`None`: all), which
+    /// decide the pages of a file's slices before its decoder starts.
+    projection: Option<Vec<String>>,
+    staged: BTreeMap<PieceKey, StagedPiece>,
+    /// Oversized pages already counted.
+    oversized: BTreeSet<PieceKey>,
     live_fetches: BTreeMap<FetchId, LiveFetch>,
     partition_staged: BTreeMap<PartitionId, u64>,
     next_fetch: u64,
@@ -202,13 +267,21 @@ impl ScanCore {
             files: (0..file_count).map(|_| FileState::default()).collect(),
             order,
             learned_paths: BTreeSet::new(),
+            projection: None,
             staged: BTreeMap::new(),
+            oversized: BTreeSet::new(),
             live_fetches: BTreeMap::new(),
             partition_staged: BTreeMap::new(),
             next_fetch: 0,
             pool_backoff: false,
             stats: CoreStats::default(),
         }
+    }
+
+    /// `streaming`: the top-level columns the scan reads (`None`: all of them).
+    pub fn with_projection(mut self, projection: Option<Vec<String>>) -> Self {
+        self.projection = projection;
+        self
     }
 
     /// The scheduler's limits.
@@ -258,19 +331,55 @@ impl ScanCore {
             return vec![];
         }
         state.finished = true;
-        let mut actions = self.release_where(|key| key.0 == file);
+        let mut actions = self.release_where(|key, _| key.0 == file);
         actions.extend(self.pump());
         actions
     }
 
-    /// The footer of `file` is known.
+    /// The footer of `file` is known. Under `streaming`, a layout with page
+    /// locations is cut into slices.
     pub fn metadata_known(&mut self, file: FileId, layout: Arc<FileLayout>) -> Vec<Action> {
-        let state = &mut self.files[file];
-        if state.layout.is_some() {
+        if self.files[file].layout.is_some() {
             return vec![];
         }
-        state.layout = Some(layout);
+        if self.config.policy == PrefetchPolicy::Streaming && layout.pages.is_some() {
+            let columns = match &self.projection {
+                Some(roots) => layout.leaves_of(roots),
+                None => (0..layout.column_paths.len()).collect(),
+            };
+            let stage_limit = self.config.read_ahead_window.min(self.config.memory_budget);
+            let target = self.config.slice_target_bytes;
+            if let Some(plan) = plan_slices(&layout, &columns, target, stage_limit) {
+                self.stats.slices_planned += plan.slices.len() as u64;
+                self.files[file].slices = Some(SliceState {
+                    plan: Arc::new(plan),
+                    cursor: None,
+                    given_up: BTreeSet::new(),
+                });
+            }
+        }
+        self.files[file].layout = Some(layout);
         self.pump()
+    }
+
+    /// The slices `file` is read in, if it is read at page granularity.
+    pub fn slice_plan(&self, file: FileId) -> Option<Arc<SlicePlan>> {
+        let slices = self.files.get(file)?.slices.as_ref()?;
+        Some(Arc::clone(&slices.plan))
+    }
+
+    /// The decoder of `file` moves on to slice `slice`: the pages no later slice
+    /// reads are released, and read-ahead moves along.
+    pub fn slice_started(&mut self, file: FileId, slice: usize) -> Vec<Action> {
+        let Some(state) = self.files[file].slices.as_mut() else {
+            return vec![];
+        };
+        state.cursor = Some(slice);
+        let mut actions = self.release_where(|&(f, _), piece| {
+            f == file && piece.last_slice.is_some_and(|last| last < slice)
+        });
+        actions.extend(self.pump());
+        actions
     }
 
     /// The decoder reading `file` asks for `ranges`: decide which staged buffers
@@ -278,56 +387,49 @@ impl ScanCore {
     pub fn plan_read(&mut self, file: FileId, ranges: &[Range<u64>]) -> ReadPlan {
         let mut plan = ReadPlan::default();
         let layout = self.files[file].layout.clone();
+        let page_granular = self.files[file].slices.is_some();
+        let requested: u64 = ranges.iter().map(|r| r.end - r.start).sum();
+        let state = &mut self.files[file];
+        if !state.counted {
+            state.counted = true;
+            if page_granular {
+                self.stats.files_page_granular += 1;
+            } else {
+                self.stats.files_row_group_granular += 1;
+            }
+        }
+        if page_granular {
+            self.stats.bytes_page_granular += requested;
+        } else {
+            self.stats.bytes_row_group_granular += requested;
+        }
         for range in ranges {
             let located = layout.as_ref().and_then(|l| l.locate(range));
-            let Some((row_group, column)) = located else {
-                plan.parts.push(Part::Demand {
-                    index: plan.demand.len(),
-                });
-                plan.demand.push(range.clone());
-                continue;
-            };
-            let layout = layout.as_ref().expect("located implies a layout");
-            let state = &mut self.files[file];
-            if let Some(cursor) = state.cursor
-                && cursor != row_group
-            {
-                let descending = row_group < cursor;
-                let (low, high) = (cursor.min(row_group), cursor.max(row_group));
-                state.unpredictable |= layout
-                    .scanned_row_groups
-                    .iter()
-                    .any(|rg| low < *rg && *rg < high);
-                state.descending = descending;
+            if let (Some((row_group, column)), Some(layout)) = (located, layout.as_ref()) {
+                self.learned_paths
+                    .insert(layout.column_paths[column].clone());
+                if !page_granular {
+                    self.track_chunk_cursor(file, layout, range, row_group, column);
+                }
             }
-            if layout
-                .chunk(row_group, column)
-                .is_some_and(|chunk| *range != chunk)
-            {
-                state.unpredictable = true;
-            }
-            state.cursor = Some(row_group);
-            state.columns.insert(column);
-            state.consumed.insert((row_group, column));
-            self.learned_paths
-                .insert(layout.column_paths[column].clone());
-
-            match self.staged.get_mut(&(file, row_group, column)) {
-                Some(chunk) if chunk.range.start <= range.start && range.end <= chunk.range.end => {
+            let found = self.staged_containing(file, range);
+            match found {
+                Some(key) => {
+                    let piece = self.staged.get_mut(&key).expect("key from staged");
                     let len = range.end - range.start;
-                    chunk.taken += len;
+                    piece.taken += len;
                     self.stats.bytes_served_from_prefetch += len;
-                    if let Some(fetch) = self.live_fetches.get_mut(&chunk.fetch) {
+                    if let Some(fetch) = self.live_fetches.get_mut(&piece.fetch) {
                         fetch.served = true;
                     }
                     plan.parts.push(Part::Staged {
-                        id: chunk.fetch,
-                        index: chunk.index,
-                        offset: range.start - chunk.range.start,
+                        id: piece.fetch,
+                        index: piece.index,
+                        offset: range.start - piece.range.start,
                         len,
                     });
                 }
-                _ => {
+                None => {
                     plan.parts.push(Part::Demand {
                         index: plan.demand.len(),
                     });
@@ -339,17 +441,26 @@ impl ScanCore {
         // Release what the decoder has fully taken or moved past.
         let state = &self.files[file];
         let (cursor, descending) = (state.cursor, state.descending);
-        plan.actions.extend(self.release_where(|&(f, rg, _)| {
-            f == file && cursor.is_some_and(|c| if descending { rg > c } else { rg < c })
+        let slice_cursor = state.slices.as_ref().and_then(|s| s.cursor);
+        plan.actions.extend(self.release_where(|&(f, _), piece| {
+            if f != file {
+                return false;
+            }
+            let taken = piece.taken >= piece.len();
+            match piece.last_slice {
+                Some(last) => taken && slice_cursor.is_some_and(|c| c >= last),
+                None => {
+                    taken
+                        || cursor.is_some_and(|c| {
+                            if descending {
+                                piece.row_group > c
+                            } else {
+                                piece.row_group < c
+                            }
+                        })
+                }
+            }
         }));
-        let fully_taken: Vec<ChunkKey> = self
-            .staged
-            .iter()
-            .filter(|(key, chunk)| key.0 == file && chunk.taken >= chunk.len())
-            .map(|(key, _)| *key)
-            .collect();
-        plan.actions
-            .extend(self.release_where(|key| fully_taken.contains(key)));
 
         match self.config.policy {
             // Batched only widens a request that is being made anyway.
@@ -359,10 +470,52 @@ impl ScanCore {
                     plan.widened = Some((id, ranges));
                 }
             }
-            PrefetchPolicy::Pipelined => plan.actions.extend(self.pump()),
+            PrefetchPolicy::Pipelined | PrefetchPolicy::Streaming => {
+                plan.actions.extend(self.pump())
+            }
             PrefetchPolicy::Batched | PrefetchPolicy::Off => {}
         }
         plan
+    }
+
+    /// The staged piece of `file` that holds all of `range`, if any.
+    fn staged_containing(&self, file: FileId, range: &Range<u64>) -> Option<PieceKey> {
+        let (key, piece) = self.staged.range(..=(file, range.start)).next_back()?;
+        (key.0 == file && piece.range.start <= range.start && range.end <= piece.range.end)
+            .then_some(*key)
+    }
+
+    /// Row-group granularity: follow the decoder from chunk to chunk, and notice
+    /// when it reads pages only or skips row groups (then stop predicting).
+    fn track_chunk_cursor(
+        &mut self,
+        file: FileId,
+        layout: &FileLayout,
+        range: &Range<u64>,
+        row_group: usize,
+        column: usize,
+    ) {
+        let state = &mut self.files[file];
+        if let Some(cursor) = state.cursor
+            && cursor != row_group
+        {
+            let descending = row_group < cursor;
+            let (low, high) = (cursor.min(row_group), cursor.max(row_group));
+            state.unpredictable |= layout
+                .scanned_row_groups
+                .iter()
+                .any(|rg| low < *rg && *rg < high);
+            state.descending = descending;
+        }
+        if layout
+            .chunk(row_group, column)
+            .is_some_and(|chunk| *range != chunk)
+        {
+            state.unpredictable = true;
+        }
+        state.cursor = Some(row_group);
+        state.columns.insert(column);
+        state.consumed.insert((row_group, column));
     }
 
     /// A background fetch failed: forget its chunks (the decoder will demand them).
@@ -385,29 +538,37 @@ impl ScanCore {
         for state in &mut self.files {
             state.finished = true;
         }
-        self.release_where(|_| true)
+        self.release_where(|_, _| true)
     }
 
     fn drop_fetch(&mut self, id: FetchId) {
-        let keys: Vec<ChunkKey> = self
+        let keys: Vec<PieceKey> = self
             .staged
             .iter()
             .filter(|(_, c)| c.fetch == id)
             .map(|(k, _)| *k)
             .collect();
         for key in keys {
-            let chunk = self.staged.remove(&key).expect("key from staged");
-            self.unstage(&chunk);
-            self.stats.bytes_fetched_ahead -= chunk.len();
+            let piece = self.staged.remove(&key).expect("key from staged");
+            self.unstage(&piece);
+            self.stats.bytes_fetched_ahead -= piece.len();
             // Let the decoder's demand read fetch it rather than trying again.
-            self.files[key.0].consumed.insert((key.1, key.2));
+            let state = &mut self.files[key.0];
+            match state.slices.as_mut() {
+                Some(slices) => {
+                    slices.given_up.insert(piece.range.start);
+                }
+                None => {
+                    state.consumed.insert((piece.row_group, piece.column));
+                }
+            }
         }
         self.live_fetches.remove(&id);
     }
 
     /// Mark the `depth` files after `file` in `partition`'s order for opening ahead.
     fn open_ahead_after(&mut self, file: FileId, partition: PartitionId) -> Vec<Action> {
-        if self.config.policy != PrefetchPolicy::Pipelined || self.config.file_open_depth == 0 {
+        if !self.config.policy.reads_ahead() || self.config.file_open_depth == 0 {
             return vec![];
         }
         let Some(order) = self.order.get(partition) else {
@@ -440,7 +601,7 @@ impl ScanCore {
 
     /// Column chunks of the row groups after the cursor of an open `file`, in
     /// decode order, for the columns its decoder has read.
-    fn row_groups_ahead(&self, file: FileId) -> Vec<(ChunkKey, Range<u64>)> {
+    fn row_groups_ahead(&self, file: FileId) -> Vec<Candidate> {
         let state = &self.files[file];
         let (Some(layout), Some(cursor)) = (&state.layout, state.cursor) else {
             return vec![];
@@ -471,7 +632,7 @@ impl ScanCore {
     /// the columns this scan has been seen to read, up to `cap` bytes: the first
     /// row group, and the next ones while they fit, so a file of several small
     /// row groups does not cost a round trip per row group once it opens.
-    fn leading_row_groups(&self, file: FileId, cap: u64) -> Vec<(ChunkKey, Range<u64>)> {
+    fn leading_row_groups(&self, file: FileId, cap: u64) -> Vec<Candidate> {
         let state = &self.files[file];
         let Some(layout) = &state.layout else {
             return vec![];
@@ -491,13 +652,12 @@ impl ScanCore {
         row_groups: &[usize],
         columns: &[usize],
         cap: u64,
-    ) -> Vec<(ChunkKey, Range<u64>)> {
+    ) -> Vec<Candidate> {
         let state = &self.files[file];
         let mut total = 0u64;
         let mut out = vec![];
         for &rg in row_groups {
             for &col in columns {
-                let key = (file, rg, col);
                 if state.consumed.contains(&(rg, col)) {
                     continue;
                 }
@@ -505,7 +665,7 @@ impl ScanCore {
                     continue;
                 };
                 let len = range.end - range.start;
-                if let Some(chunk) = self.staged.get(&key) {
+                if let Some(chunk) = self.staged.get(&(file, range.start)) {
                     total += chunk.len();
                     continue;
                 }
@@ -516,16 +676,64 @@ impl ScanCore {
                     return out;
                 }
                 total += len;
-                out.push((key, range));
+                out.push(Candidate {
+                    file,
+                    group: rg,
+                    range,
+                    row_group: rg,
+                    column: col,
+                    last_slice: None,
+                    eager: false,
+                });
+            }
+        }
+        out
+    }
+
+    /// The pages of `file`'s slices from `first` on, in decode order, up to
+    /// `cap` bytes (what is staged already counts).
+    fn slices_ahead(&self, file: FileId, first: usize, cap: u64) -> Vec<Candidate> {
+        let Some(slices) = self.files[file].slices.as_ref() else {
+            return vec![];
+        };
+        let plan = &slices.plan;
+        let mut seen = BTreeSet::new();
+        let mut total = 0u64;
+        let mut out = vec![];
+        for slice in first..plan.slices.len() {
+            let row_group = plan.slices[slice].row_group;
+            for piece in &plan.pieces[slice] {
+                let start = piece.bytes.start;
+                if !seen.insert(start) || slices.given_up.contains(&start) {
+                    continue;
+                }
+                let len = piece.bytes.end - piece.bytes.start;
+                if self.staged.contains_key(&(file, start)) {
+                    total += len;
+                    continue;
+                }
+                if total + len > cap {
+                    return out;
+                }
+                total += len;
+                out.push(Candidate {
+                    file,
+                    group: slice,
+                    range: piece.bytes.clone(),
+                    row_group,
+                    column: piece.column,
+                    last_slice: Some(piece.last_slice),
+                    eager: false,
+                });
             }
         }
         out
     }
 
     /// Everything worth fetching ahead now, in priority order, admitted against
-    /// the window and the budget (pipelined only).
+    /// the window and the budget (`pipelined` and `streaming`).
     fn pump(&mut self) -> Vec<Action> {
-        if self.config.policy != PrefetchPolicy::Pipelined || self.pool_backoff {
+        if !self.config.policy.reads_ahead() || self.pool_backoff {
             return vec![];
         }
         let mut candidates = vec![];
@@ -535,64 +743,105 @@ impl ScanCore {
             if state.open_readers == 0 || state.finished {
                 continue;
             }
-            if state.cursor.is_some() {
+            if let Some(slices) = &state.slices {
+                // The slice being decoded has asked for its pages already.
+                let next = slices.cursor.map_or(0, |c| c + 1);
+                candidates.extend(self.slices_ahead(file, next, u64::MAX));
+            } else if state.cursor.is_some() {
                 candidates.extend(self.row_groups_ahead(file));
             } else {
                 candidates.extend(self.leading_row_groups(file, u64::MAX));
             }
         }
-        // Then upcoming files, in the order they were asked for.
-        if self.config.eager_first_read_cap > 0 && !self.learned_paths.is_empty() {
+        // Then upcoming files, in the order they were asked for — once every
+        // open file's footer is known, so they never take the window first.
+        let open_files_known = self
+            .files
+            .iter()
+            .all(|s| s.open_readers == 0 || s.finished || s.layout.is_some());
+        if self.config.eager_first_read_cap > 0 && open_files_known {
+            let cap = self.config.eager_first_read_cap;
             for file in 0..self.files.len() {
                 let state = &self.files[file];
                 if state.open_ahead_requested && !state.ever_opened && !state.finished {
-                    candidates
-                        .extend(self.leading_row_groups(file, self.config.eager_first_read_cap));
+                    let eager = if let Some(slices) = &state.slices {
+                        // The first slice: enough to start decoding at once.
+                        let first = plan_bytes(&slices.plan, 0).min(cap);
+                        self.slices_ahead(file, 0, first)
+                    } else if !self.learned_paths.is_empty() {
+                        self.leading_row_groups(file, cap)
+                    } else {
+                        vec![]
+                    };
+                    candidates.extend(eager.into_iter().map(|c| Candidate { eager: true, ..c }));
                 }
             }
         }
         self.admit(candidates, false)
     }
 
-    /// Admit candidates in order while they fit, grouping each (file, row group)
+    /// Admit candidates in order while they fit, grouping each (file, group)
     /// into one fetch, or everything into one fetch when `single_fetch`. Stops at
-    /// the first chunk that does not fit now, so read-ahead stays in decode
-    /// order; skips chunks that can never fit.
-    fn admit(
-        &mut self,
-        candidates: Vec<(ChunkKey, Range<u64>)>,
-        single_fetch: bool,
-    ) -> Vec<Action> {
+    /// the first piece that does not fit now, so read-ahead stays in decode
+    /// order. A chunk that can never fit is skipped (the decoder reads it); a
+    /// page that can never fit stops read-ahead, so it is read alone.
+    fn admit(&mut self, candidates: Vec<Candidate>, single_fetch: bool) -> Vec<Action> {
         let mut fetches: Vec<(FetchId, FileId, usize, Vec<Range<u64>>)> = vec![];
-        for (key, range) in candidates {
-            let (file, row_group, _) = key;
+        let limit = self.config.read_ahead_window.min(self.config.memory_budget);
+        for candidate in candidates {
+            let Candidate {
+                file,
+                group,
+                range,
+                row_group,
+                column,
+                last_slice,
+                eager: candidate_eager,
+            } = candidate;
             let len = range.end - range.start;
             let partition = self.files[file].charged_to;
-            if len > self.config.read_ahead_window {
-                continue;
+            if len > limit {
+                if last_slice.is_none() {
+                    continue;
+                }
+                if self.oversized.insert((file, range.start)) {
+                    self.stats.oversized_pages += 1;
+                }
+                break;
             }
             let partition_staged = self.partition_staged.get(&partition).copied().unwrap_or(0);
+            // Slices of files not opened yet get at most half the window, so
+            // the file being decoded always has room to read ahead.
+            if candidate_eager
+                && last_slice.is_some()
+                && partition_staged + len > self.config.read_ahead_window / 2
+            {
+                break;
+            }
             if self.stats.staged_bytes + len > self.config.memory_budget
                 || partition_staged + len > self.config.read_ahead_window
             {
                 break;
             }
             let id = match fetches.last() {
-                Some((id, f, rg, _)) if *f == file && (single_fetch || *rg == row_group) => *id,
+                Some((id, f, g, _)) if *f == file && (single_fetch || *g == group) => *id,
                 _ => {
                     let id = FetchId(self.next_fetch);
                     self.next_fetch += 1;
-                    fetches.push((id, file, row_group, vec![]));
+                    fetches.push((id, file, group, vec![]));
                     id
                 }
             };
             let ranges = &mut fetches.last_mut().expect("just pushed").3;
-            let chunk = StagedChunk {
+            let piece = StagedPiece {
                 fetch: id,
                 index: ranges.len(),
                 range: range.clone(),
                 taken: 0,
                 partition,
+                row_group,
+                column,
+                last_slice,
             };
             ranges.push(range);
             self.live_fetches.entry(id).or_default().chunks += 1;
@@ -601,7 +850,7 @@ impl ScanCore {
             self.stats.bytes_fetched_ahead += len;
             self.stats.peak_staged_bytes =
                 self.stats.peak_staged_bytes.max(self.stats.staged_bytes);
-            self.staged.insert(key, chunk);
+            self.staged.insert((file, piece.range.start), piece);
         }
         fetches
             .into_iter()
@@ -609,12 +858,15 @@ impl ScanCore {
             .collect()
     }
 
-    fn release_where(&mut self, mut predicate: impl FnMut(&ChunkKey) -> bool) -> Vec<Action> {
-        let keys: Vec<ChunkKey> = self
+    fn release_where(
+        &mut self,
+        mut predicate: impl FnMut(&PieceKey, &StagedPiece) -> bool,
+    ) -> Vec<Action> {
+        let keys: Vec<PieceKey> = self
             .staged
-            .keys()
-            .copied()
-            .filter(|k| predicate(k))
+            .iter()
+            .filter(|(k, piece)| predicate(k, piece))
+            .map(|(k, _)| *k)
             .collect();
         let mut actions = vec![];
         for key in keys {
@@ -635,12 +887,21 @@ impl ScanCore {
         actions
     }
 
-    fn unstage(&mut self, chunk: &StagedChunk) {
+    fn unstage(&mut self, chunk: &StagedPiece) {
         let len = chunk.len();
         self.stats.staged_bytes -= len;
         if let Some(p) = self.partition_staged.get_mut(&chunk.partition) {
             *p -= len;
         }
         self.pool_backoff = false;
+    }
+}
+
+/// Bytes of slice `slice` of `plan` (0 if there is no such slice).
+fn plan_bytes(plan: &SlicePlan, slice: usize) -> u64 {
+    if slice < plan.slices.len() {
+        plan.slice_bytes(slice)
+    } else {
+        0
     }
 }

@@ -32,6 +32,7 @@ fn config(policy: PrefetchPolicy, window: u64, budget: u64) -> CoreConfig {
         memory_budget: budget,
         file_open_depth: 2,
         eager_first_read_cap: 16 * MIB,
+        slice_target_bytes: CoreConfig::default_slice_target(window, budget),
     }
 }
 

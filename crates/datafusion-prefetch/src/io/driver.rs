@@ -12,8 +12,9 @@ use bytes::Bytes;
 use datafusion::execution::memory_pool::MemoryReservation;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use datafusion_datasource::PartitionedFile;
-use datafusion_datasource_parquet::ParquetAccessPlan;
-use datafusion_datasource_parquet::ParquetFileReaderFactory;
+use datafusion_datasource_parquet::{
+    ParquetAccessPlan, ParquetFileReaderFactory, ParquetRowSelection,
+};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use object_store::ObjectStore;
@@ -24,7 +25,9 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
 use tokio::task::AbortHandle;
 
-use crate::core::{Action, CoreStats, FetchId, FileId, FileLayout, Part, PartitionId, ScanCore};
+use crate::core::{
+    Action, CoreStats, FetchId, FileId, FileLayout, Part, PartitionId, ScanCore, SlicePlan,
+};
 use crate::metrics::ScanMetrics;
 
 type FetchResult = Result<Arc<Vec<Bytes>>, Arc<String>>;
@@ -78,6 +81,9 @@ pub(crate) struct SchedulerParts {
     pub plan_metrics: ExecutionPlanMetricsSet,
     pub reservation: MemoryReservation,
     pub metrics: ScanMetrics,
+    /// `streaming` (and the scan's row order allows it): read files with an
+    /// offset index slice by slice.
+    pub slicing: bool,
 }
 
 /// One scan's I/O scheduler, shared by all its partitions.
@@ -95,6 +101,7 @@ pub(crate) struct ScanScheduler {
     footers: Mutex<HashMap<FileId, Slot<SharedMetadata>>>,
     reservation: MemoryReservation,
     metrics: ScanMetrics,
+    slicing: bool,
     started: Instant,
     first_batch_seen: AtomicBool,
     slowest_fetch_micros: AtomicU64,
@@ -128,6 +135,7 @@ impl ScanScheduler {
             footers: Mutex::new(HashMap::new()),
             reservation: parts.reservation,
             metrics: parts.metrics,
+            slicing: parts.slicing,
             started: Instant::now(),
             first_batch_seen: Default::default(),
             slowest_fetch_micros: Default::default(),
@@ -248,9 +256,16 @@ impl ScanScheduler {
         };
         let guard = self.metrics.stats().task_started();
         let this = self.this.clone();
+        // Slicing needs the offset index; otherwise the decoder loads the page
+        // index itself when a predicate can use it.
+        let page_index = if self.slicing {
+            PageIndexPolicy::Optional
+        } else {
+            PageIndexPolicy::Skip
+        };
         let slot = Slot::spawn("footer read", async move {
             let _guard = guard;
-            let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Skip);
+            let options = ArrowReaderOptions::new().with_page_index_policy(page_index);
             let metadata = reader
                 .get_metadata(Some(&options))
                 .await
@@ -282,9 +297,48 @@ impl ScanScheduler {
         metadata: &ParquetMetaData,
     ) {
         let access_plan = partitioned_file.extensions.get::<ParquetAccessPlan>();
-        let layout =
-            FileLayout::from_metadata(metadata, partitioned_file.range.as_ref(), access_plan);
+        // A whole-file row selection cannot be split into slices (the
+        // extension cannot be replaced), so such files keep row groups whole.
+        let with_pages = self.slicing
+            && !partitioned_file
+                .extensions
+                .contains::<ParquetRowSelection>();
+        let layout = FileLayout::from_metadata(
+            metadata,
+            partitioned_file.range.as_ref(),
+            access_plan,
+            with_pages,
+        );
         self.apply(|core| ((), core.metadata_known(file, Arc::new(layout))));
+    }
+
+    /// The slices `file` is read in under `streaming`, once its footer and
+    /// offset index are known; `None` reads it at row-group granularity (no
+    /// offset index, the footer read failed or stalled — the decoder then reads
+    /// the footer itself and reports any error as DataFusion would).
+    pub(crate) async fn slices(
+        &self,
+        file: FileId,
+        partition: PartitionId,
+    ) -> Option<Arc<SlicePlan>> {
+        if !self.slicing {
+            return None;
+        }
+        let footer = self.footers.lock().get(&file).map(|s| s.result.clone());
+        let footer = match footer {
+            Some(footer) => footer,
+            None => {
+                self.open_ahead(file, partition);
+                self.footers.lock().get(&file).map(|s| s.result.clone())?
+            }
+        };
+        self.await_ahead(footer).await?;
+        self.core.lock().slice_plan(file)
+    }
+
+    /// The decoder of `file` starts on slice `slice`.
+    pub(crate) fn slice_started(&self, file: FileId, slice: usize) {
+        self.apply(|core| ((), core.slice_started(file, slice)));
     }
 
     /// The footer of `file`, from a read-ahead if one ran, else from `reader`.

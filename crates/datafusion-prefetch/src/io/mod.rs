@@ -3,7 +3,9 @@
 mod driver;
 mod morsel;
 mod reader;
+mod slicing;
 
 pub(crate) use driver::{ScanScheduler, SchedulerParts, scan_unit_id};
 pub(crate) use morsel::ObservedMorselizer;
 pub(crate) use reader::PrefetchingReaderFactory;
+pub(crate) use slicing::SlicingMorselizer;

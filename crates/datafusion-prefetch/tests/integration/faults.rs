@@ -67,7 +67,7 @@ async fn a_failed_demand_read_fails_the_query_and_leaves_nothing_behind() {
     let (path, _) = &fx.files[3];
     fx.faults
         .push(FaultRule::new(Fault::Error).path(path.as_ref()));
-    for policy in ["batched", "pipelined"] {
+    for policy in ["batched", "pipelined", "streaming"] {
         fx.set("policy", policy).await;
         let plan = fx.plan("SELECT sum(payload) FROM t").await;
         let stats = datafusion_prefetch::prefetch_stats(&plan);

@@ -4,5 +4,6 @@
 mod faults;
 mod mechanism;
 mod sql;
+mod streaming;
 mod support;
 mod timeline;

@@ -97,7 +97,7 @@ async fn every_data_range_is_fetched_once_and_the_budget_holds() {
     let files: Vec<_> = (0..6)
         .map(|i| parquet_file(i * 30_000, 30_000, 5_000))
         .collect();
-    for policy in ["batched", "pipelined"] {
+    for policy in ["batched", "pipelined", "streaming"] {
         let fx = fixture(
             files.clone(),
             FixtureOptions {
@@ -179,7 +179,7 @@ async fn limit_and_early_drop_leave_nothing_staged_or_running() {
         },
     )
     .await;
-    for policy in ["batched", "pipelined"] {
+    for policy in ["batched", "pipelined", "streaming"] {
         fx.set("policy", policy).await;
 
         let (result, stats) = fx.run("SELECT id FROM t LIMIT 3").await;
@@ -223,7 +223,7 @@ async fn a_tight_memory_pool_shrinks_read_ahead_but_queries_complete() {
     let sql = "SELECT count(*), sum(payload), max(tag) FROM t";
     fx.set("policy", "off").await;
     let (expected, _) = fx.run(sql).await;
-    for policy in ["batched", "pipelined"] {
+    for policy in ["batched", "pipelined", "streaming"] {
         fx.set("policy", policy).await;
         // A budget far above what the pool can grant alongside the query.
         fx.set("memory_budget", "1GiB").await;

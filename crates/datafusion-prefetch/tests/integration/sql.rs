@@ -114,7 +114,7 @@ async fn every_policy_returns_what_off_returns() {
         for sql in queries {
             fx.set("policy", "off").await;
             let (expected, _) = fx.run(sql).await;
-            for policy in ["batched", "pipelined"] {
+            for policy in ["batched", "pipelined", "streaming"] {
                 fx.set("policy", policy).await;
                 let (result, _) = fx.run(sql).await;
                 assert_eq!(result, expected, "{policy}, pushdown={pushdown}: {sql}");

@@ -45,6 +45,18 @@ fn mix(x: u64) -> u64 {
 /// A Parquet file of `rows` rows starting at `first_id`, in row groups of
 /// `row_group_rows`. Payloads are random, so they do not compress.
 pub fn parquet_file(first_id: u64, rows: usize, row_group_rows: usize) -> Bytes {
+    parquet_file_with(first_id, rows, row_group_rows, |props| props)
+}
+
+/// Like [`parquet_file`], with the writer's properties adjusted by `adjust`.
+pub fn parquet_file_with(
+    first_id: u64,
+    rows: usize,
+    row_group_rows: usize,
+    adjust: impl FnOnce(
+        parquet::file::properties::WriterPropertiesBuilder,
+    ) -> parquet::file::properties::WriterPropertiesBuilder,
+) -> Bytes {
     let ids: Vec<u64> = (first_id..first_id + rows as u64).collect();
     let payload: Int64Array = ids
         .iter()
@@ -60,9 +72,9 @@ pub fn parquet_file(first_id: u64, rows: usize, row_group_rows: usize) -> Bytes 
         ],
     )
     .unwrap();
-    let props = WriterProperties::builder()
-        .set_max_row_group_row_count(Some(row_group_rows))
-        .build();
+    let props =
+        adjust(WriterProperties::builder().set_max_row_group_row_count(Some(row_group_rows)))
+            .build();
     let mut out = vec![];
     let mut writer = ArrowWriter::try_new(&mut out, schema(), Some(props)).unwrap();
     writer.write(&batch).unwrap();
@@ -103,6 +115,8 @@ pub struct FixtureOptions {
     /// (and cached) while planning.
     pub cold_footers: bool,
     pub memory_limit: Option<usize>,
+    /// Per-connection bandwidth of the store, bytes per second (unlimited if `None`).
+    pub bandwidth: Option<u64>,
 }
 
 impl Default for FixtureOptions {
@@ -112,6 +126,7 @@ impl Default for FixtureOptions {
             partitions: 1,
             cold_footers: false,
             memory_limit: None,
+            bandwidth: None,
         }
     }
 }
@@ -119,7 +134,10 @@ impl Default for FixtureOptions {
 pub async fn fixture(files: Vec<Bytes>, options: FixtureOptions) -> Fixture {
     let faulty = FaultyStore::new(InMemory::new());
     let (faults, fault_stats) = (faulty.faults(), faulty.stats());
-    let store = SimulatedStore::new(faulty, SimulatedStoreConfig::fixed(options.latency));
+    let store = SimulatedStore::new(
+        faulty,
+        SimulatedStoreConfig::fixed(options.latency).with_bandwidth(options.bandwidth),
+    );
     let stats = store.stats();
     let mut named = vec![];
     for (i, bytes) in files.into_iter().enumerate() {

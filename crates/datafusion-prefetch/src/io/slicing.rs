@@ -1,0 +1,231 @@
+//! `streaming`: hands DataFusion's Parquet morselizer one file at a time as a
+//! sequence of slices — the same file with a `ParquetAccessPlan` that selects
+//! one slice's rows — so each slice is decoded as soon as its pages land while
+//! the scheduler fetches the next slices' pages.
+//!
+//! Every slice goes through the stock opener (pruning, filter pushdown, page
+//! index, limits, schema adaptation), one after the other in row order, so the
+//! output is the rows the whole file would give, in the same order.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::common::Result;
+use datafusion_datasource::PartitionedFile;
+use datafusion_datasource::morsel::{MorselPlan, MorselPlanner, Morselizer};
+use datafusion_datasource_parquet::{ParquetAccessPlan, RowGroupAccess};
+use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+
+use super::driver::ScanScheduler;
+use crate::core::{FileId, PartitionId, SlicePlan};
+
+/// A [`Morselizer`] that reads files with an offset index slice by slice.
+pub(crate) struct SlicingMorselizer {
+    pub(crate) inner: Arc<dyn Morselizer>,
+    pub(crate) scheduler: Arc<ScanScheduler>,
+    pub(crate) partition: PartitionId,
+}
+
+impl fmt::Debug for SlicingMorselizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SlicingMorselizer")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Morselizer for SlicingMorselizer {
+    fn plan_file(&self, file: PartitionedFile) -> Result<Box<dyn MorselPlanner>> {
+        let Some(id) = self.scheduler.file_id(&file) else {
+            return self.inner.plan_file(file);
+        };
+        // Held until the last slice is planned, so the file stays open (and its
+        // staged pages staged) between one slice's decoder and the next.
+        let hold = Arc::new(FileHold::new(&self.scheduler, id, self.partition));
+        Ok(Box::new(SlicingPlanner {
+            inner: Arc::clone(&self.inner),
+            scheduler: Arc::clone(&self.scheduler),
+            file,
+            id,
+            partition: self.partition,
+            hold,
+        }))
+    }
+}
+
+/// Keeps a file open in the scheduler while its slices are being planned.
+struct FileHold {
+    scheduler: Arc<ScanScheduler>,
+    file: FileId,
+}
+
+impl FileHold {
+    fn new(scheduler: &Arc<ScanScheduler>, file: FileId, partition: PartitionId) -> Self {
+        scheduler.reader_opened(file, partition);
+        Self {
+            scheduler: Arc::clone(scheduler),
+            file,
+        }
+    }
+}
+
+impl Drop for FileHold {
+    fn drop(&mut self) {
+        self.scheduler.reader_closed(self.file);
+    }
+}
+
+/// The first step for one file: learn its slices (footer and offset index,
+/// read once and shared with the decoders), then plan them in order.
+struct SlicingPlanner {
+    inner: Arc<dyn Morselizer>,
+    scheduler: Arc<ScanScheduler>,
+    file: PartitionedFile,
+    id: FileId,
+    partition: PartitionId,
+    hold: Arc<FileHold>,
+}
+
+impl fmt::Debug for SlicingPlanner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SlicingPlanner")
+            .field("file", &self.file.object_meta.location)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MorselPlanner for SlicingPlanner {
+    fn plan(self: Box<Self>) -> Result<Option<MorselPlan>> {
+        let this = *self;
+        Ok(Some(MorselPlan::new().with_pending_planner(async move {
+            let slices = this.scheduler.slices(this.id, this.partition).await;
+            let planner: Box<dyn MorselPlanner> = match slices {
+                Some(plan) => {
+                    let rest = slice_files(&this.file, &plan)?;
+                    Box::new(SliceSequence {
+                        inner: this.inner,
+                        scheduler: this.scheduler,
+                        id: this.id,
+                        current: VecDeque::new(),
+                        rest,
+                        hold: Some(this.hold),
+                    })
+                }
+                // Row-group granularity: the stock planner on the whole file.
+                _ => Box::new(SliceSequence {
+                    current: VecDeque::from([this.inner.plan_file(this.file)?]),
+                    inner: this.inner,
+                    scheduler: this.scheduler,
+                    id: this.id,
+                    rest: VecDeque::new(),
+                    hold: Some(this.hold),
+                }),
+            };
+            Ok(planner)
+        })))
+    }
+}
+
+/// One `PartitionedFile` per slice: the file with an access plan that reads
+/// only the slice's rows of its row group.
+fn slice_files(
+    file: &PartitionedFile,
+    plan: &SlicePlan,
+) -> Result<VecDeque<(usize, PartitionedFile)>> {
+    let row_counts = &plan.row_counts;
+    // The opener checks that an access plan covers every row group.
+    let row_group_count = row_counts.len();
+    Ok(plan
+        .slices
+        .iter()
+        .enumerate()
+        .map(|(index, slice)| {
+            let rows = row_counts[slice.row_group];
+            let mut selectors = vec![];
+            let mut at = 0u64;
+            for r in &slice.selected {
+                if r.start > at {
+                    selectors.push(RowSelector::skip((r.start - at) as usize));
+                }
+                selectors.push(RowSelector::select((r.end - r.start) as usize));
+                at = r.end;
+            }
+            if rows > at {
+                selectors.push(RowSelector::skip((rows - at) as usize));
+            }
+            let mut access = ParquetAccessPlan::new_none(row_group_count);
+            access.set(
+                slice.row_group,
+                RowGroupAccess::Selection(RowSelection::from(selectors)),
+            );
+            (index, file.clone().with_extension(access))
+        })
+        .collect())
+}
+
+/// Plans a file's slices one after the other: slice *k+1* is planned only once
+/// slice *k*'s morsels are handed out, which the file stream does after the
+/// previous stream ends, so slices decode in order.
+struct SliceSequence {
+    inner: Arc<dyn Morselizer>,
+    scheduler: Arc<ScanScheduler>,
+    id: FileId,
+    /// Planners of the slice being opened, in the order the stream would run them.
+    current: VecDeque<Box<dyn MorselPlanner>>,
+    rest: VecDeque<(usize, PartitionedFile)>,
+    hold: Option<Arc<FileHold>>,
+}
+
+impl fmt::Debug for SliceSequence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SliceSequence")
+            .field("file", &self.id)
+            .field("slices_left", &self.rest.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MorselPlanner for SliceSequence {
+    fn plan(self: Box<Self>) -> Result<Option<MorselPlan>> {
+        let mut this = *self;
+        loop {
+            let planner = match this.current.pop_front() {
+                Some(planner) => planner,
+                None => {
+                    let Some((index, file)) = this.rest.pop_front() else {
+                        return Ok(None);
+                    };
+                    this.scheduler.slice_started(this.id, index);
+                    this.inner.plan_file(file)?
+                }
+            };
+            let Some(mut plan) = planner.plan()? else {
+                continue;
+            };
+            let morsels = plan.take_morsels();
+            this.current.extend(plan.take_ready_planners());
+            let pending = plan.take_pending_planner();
+            let done = this.current.is_empty() && this.rest.is_empty() && pending.is_none();
+            if done {
+                // The last slice is open: its reader keeps the file open now.
+                this.hold = None;
+                return Ok(Some(MorselPlan::new().with_morsels(morsels)));
+            }
+            let mut out = MorselPlan::new().with_morsels(morsels);
+            match pending {
+                Some(pending) => {
+                    out.set_pending_planner(async move {
+                        let resumed = pending.await?;
+                        this.current.push_back(resumed);
+                        Ok(Box::new(this) as Box<dyn MorselPlanner>)
+                    });
+                }
+                None => {
+                    out = out.with_planners(vec![Box::new(this)]);
+                }
+            }
+            return Ok(Some(out));
+        }
+    }
+}
