@@ -9,6 +9,7 @@
 //! See `benches/README.md` for every flag and suite.
 
 mod clickbench;
+mod first_batch;
 mod plot;
 mod report;
 mod run;
@@ -157,12 +158,13 @@ impl Progress {
 
 fn run_line(m: &Measurement) -> String {
     format!(
-        "{:>10} {:<16} {:<10} {:>9.1} ms  ttfb {:>8.1} ms  {:>5} requests  peak staged {:>6.1} MiB",
+        "{:>10} {:<16} {:<10} {:>9.1} ms  ttfb {:>8.1} ms  scan ttfb {:>8.1} ms  {:>5} requests  peak staged {:>6.1} MiB",
         m.suite,
         m.query,
         m.policy,
         m.wall_ms,
         m.ttfb_ms,
+        m.scan_ttfb_ms,
         m.requests,
         m.peak_staged_bytes as f64 / (1 << 20) as f64
     )

@@ -290,9 +290,12 @@ impl Report {
         let _ = writeln!(out, "### {}\n", self.title());
         let _ = writeln!(
             out,
-            "| query | policy | wall ms (median) | vs off | ttfb ms | requests | MiB fetched | MiB wasted | peak staged MiB | wall / floor | matches off |"
+            "| query | policy | wall ms (median) | vs off | ttfb ms | scan ttfb ms | requests | MiB fetched | MiB wasted | peak staged MiB | wall / floor | matches off |"
         );
-        let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        let _ = writeln!(
+            out,
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        );
         for q in &self.queries() {
             let off = self.median_of(q, "off", |m| m.wall_ms);
             let floor = self.floor_ms(q);
@@ -305,9 +308,10 @@ impl Report {
                     .all(|m| m.matches_off);
                 let _ = writeln!(
                     out,
-                    "| {q} | {policy} | {wall:.1} | {:.2}x | {:.1} | {:.0} | {:.1} | {:.1} | {:.1} | {:.2} | {} |",
+                    "| {q} | {policy} | {wall:.1} | {:.2}x | {:.1} | {:.1} | {:.0} | {:.1} | {:.1} | {:.1} | {:.2} | {} |",
                     off / wall,
                     self.median_of(q, &policy, |m| m.ttfb_ms),
+                    self.median_of(q, &policy, |m| m.scan_ttfb_ms),
                     self.median_of(q, &policy, |m| m.requests as f64),
                     mib(self.median_of(q, &policy, |m| m.bytes_fetched as f64) as u64),
                     mib(self.median_of(q, &policy, |m| m.bytes_wasted as f64) as u64),

@@ -44,6 +44,9 @@ pub struct Measurement {
     pub partitions: usize,
     pub wall_ms: f64,
     pub ttfb_ms: f64,
+    /// Time to the first batch of the plan's Parquet scans (the first scan
+    /// to produce rows), measured the same way for every policy.
+    pub scan_ttfb_ms: f64,
     pub requests: u64,
     pub bytes_fetched: u64,
     pub bytes_wasted: u64,
@@ -176,6 +179,7 @@ pub async fn measure(
         budget,
     } = self::plan(suite, query, policy, config).await?;
     store_stats.reset();
+    let (plan, first_scan_batch) = crate::first_batch::observe_scans(plan)?;
 
     let started = Instant::now();
     let mut stream = execute_stream(plan, ctx.task_ctx())?;
@@ -201,6 +205,11 @@ pub async fn measure(
         partitions: config.partitions,
         wall_ms: wall.as_secs_f64() * 1e3,
         ttfb_ms: ttfb.unwrap_or(wall).as_secs_f64() * 1e3,
+        scan_ttfb_ms: first_scan_batch
+            .get()
+            .map_or(wall, |at| at.duration_since(started))
+            .as_secs_f64()
+            * 1e3,
         requests: store_stats.get_requests(),
         bytes_fetched: store_stats.bytes_transferred(),
         bytes_wasted: sources.iter().map(|s| s.bytes_wasted()).sum(),

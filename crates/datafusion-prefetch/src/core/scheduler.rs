@@ -788,6 +788,12 @@ impl ScanCore {
     fn admit(&mut self, candidates: Vec<Candidate>, single_fetch: bool) -> Vec<Action> {
         let mut fetches: Vec<(FetchId, FileId, usize, Vec<Range<u64>>)> = vec![];
         let limit = self.config.read_ahead_window.min(self.config.memory_budget);
+        // A slice is admitted whole when it can ever fit, so it is one request.
+        let mut slice_bytes: BTreeMap<(FileId, usize), u64> = BTreeMap::new();
+        for c in candidates.iter().filter(|c| c.last_slice.is_some()) {
+            *slice_bytes.entry((c.file, c.group)).or_default() += c.range.end - c.range.start;
+        }
+        let mut admitted_slice = None;
         for candidate in candidates {
             let Candidate {
                 file,
@@ -810,11 +816,24 @@ impl ScanCore {
                 break;
             }
             let partition_staged = self.partition_staged.get(&partition).copied().unwrap_or(0);
+            // The first piece of a slice stands for the whole slice.
+            let wanted = match slice_bytes.get(&(file, group)) {
+                Some(&total) if last_slice.is_some() && admitted_slice != Some((file, group)) => {
+                    admitted_slice = Some((file, group));
+                    if total <= limit { total } else { len }
+                }
+                _ => len,
+            };
             // Slices of files not opened yet get at most half the window, so
             // the file being decoded always has room to read ahead.
             if candidate_eager
                 && last_slice.is_some()
-                && partition_staged + len > self.config.read_ahead_window / 2
+                && partition_staged + wanted > self.config.read_ahead_window / 2
+            {
+                break;
+            }
+            if self.stats.staged_bytes + wanted > self.config.memory_budget
+                || partition_staged + wanted > self.config.read_ahead_window
             {
                 break;
             }

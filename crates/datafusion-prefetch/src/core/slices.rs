@@ -111,7 +111,15 @@ pub fn plan_slices(
         }
         let bytes: u64 = columns.iter().map(|&c| chunk_bytes(c)).sum();
         let widest = *columns.iter().max_by_key(|&&c| chunk_bytes(c))?;
-        let boundaries = cut_points(&chunks.get(widest)?.pages, rows, bytes, target_bytes);
+        // The file's first slice is smaller, so its first batch comes sooner.
+        let first_target = plan.slices.is_empty().then(|| (target_bytes / 8).max(1));
+        let boundaries = cut_points(
+            &chunks.get(widest)?.pages,
+            rows,
+            bytes,
+            target_bytes,
+            first_target,
+        );
         let selection = layout
             .selections
             .get(row_group)
@@ -189,16 +197,22 @@ pub fn plan_slices(
 
 /// Slice boundaries of a row group of `rows` rows and `bytes` projected bytes:
 /// `0`, then page starts of the widest column wherever the slice so far holds
-/// about `target_bytes`, then `rows`.
+/// about `target_bytes` (`first_target` for the first slice, if given), then
+/// `rows`.
 fn cut_points(
     widest_pages: &[super::layout::PageSpan],
     rows: u64,
     bytes: u64,
     target_bytes: u64,
+    first_target: Option<u64>,
 ) -> Vec<u64> {
     let mut points = vec![0];
     let mut start = 0u64;
     for page in widest_pages.iter().skip(1) {
+        let target_bytes = match first_target {
+            Some(first) if points.len() == 1 => first,
+            _ => target_bytes,
+        };
         let boundary = page.first_row;
         if boundary <= start || boundary >= rows {
             continue;
@@ -306,14 +320,15 @@ mod tests {
         let wide = chunk(1004, 0, &[(100, 1000); 10]);
         let layout = layout(1000, vec![narrow, wide]);
         // 11,000 bytes over 1,000 rows: 11 bytes a row, so 300 rows ≈ 3,300 bytes.
+        // The file's first slice aims at an eighth of that: one page.
         let plan = plan_slices(&layout, &[0, 1], 3000, u64::MAX).unwrap();
         let spans: Vec<_> = plan.slices.iter().map(|s| s.rows.clone()).collect();
-        assert_eq!(spans, vec![0..300, 300..600, 600..900, 900..1000]);
-        // The narrow column's first page (rows 0..500) is read by slices 0 and 1.
+        assert_eq!(spans, vec![0..100, 100..400, 400..700, 700..1000]);
+        // The narrow column's first page (rows 0..500) is read by slices 0 to 2.
         assert_eq!(plan.pieces[0][0].bytes, 4..504);
-        assert_eq!(plan.pieces[0][0].last_slice, 1);
-        assert_eq!(plan.pieces[1][0].bytes, 4..504);
-        assert_eq!(plan.pieces[1][1].bytes, 504..1004, "rows 500..600");
+        assert_eq!(plan.pieces[0][0].last_slice, 2);
+        assert_eq!(plan.pieces[2][0].bytes, 4..504);
+        assert_eq!(plan.pieces[2][1].bytes, 504..1004, "rows 500..700");
         for (i, slice) in plan.slices.iter().enumerate() {
             assert_eq!(ranges(&plan, i), decoder_requests(&layout, &[0, 1], slice));
         }

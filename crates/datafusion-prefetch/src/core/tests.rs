@@ -25,6 +25,38 @@ fn layout(row_groups: usize, payload: u64) -> Arc<FileLayout> {
     Arc::new(FileLayout::new(vec!["id".into(), "payload".into()], groups))
 }
 
+/// One row group of 800 rows: an `id` column of 8 pages of 100 KiB, and a
+/// `payload` column with a dictionary page of `dictionary` bytes and 8 pages of
+/// 300 KiB, each page 100 rows.
+fn paged_layout(dictionary: u64) -> Arc<FileLayout> {
+    const KIB: u64 = 1024;
+    let mut offset = 4;
+    let mut chunks = vec![];
+    let mut pages = vec![];
+    for (page_bytes, dict) in [(100 * KIB, 0), (300 * KIB, dictionary)] {
+        let start = offset;
+        let dictionary = (dict > 0).then(|| start..start + dict);
+        offset += dict;
+        let mut spans = vec![];
+        for page in 0..8 {
+            spans.push(PageSpan {
+                bytes: offset..offset + page_bytes,
+                first_row: page * 100,
+            });
+            offset += page_bytes;
+        }
+        chunks.push(start..offset);
+        pages.push(ChunkPages {
+            dictionary,
+            pages: spans,
+        });
+    }
+    Arc::new(
+        FileLayout::new(vec!["id".into(), "payload".into()], vec![chunks])
+            .with_pages(vec![800], vec![pages]),
+    )
+}
+
 fn config(policy: PrefetchPolicy, window: u64, budget: u64) -> CoreConfig {
     CoreConfig {
         policy,
@@ -53,6 +85,13 @@ fn fetched(actions: &[Action]) -> Vec<(FileId, Vec<Range<u64>>)> {
             _ => None,
         })
         .collect()
+}
+
+fn released(actions: &[Action]) -> usize {
+    actions
+        .iter()
+        .filter(|a| matches!(a, Action::Release { .. }))
+        .count()
 }
 
 fn opened_ahead(actions: &[Action]) -> Vec<FileId> {
@@ -372,12 +411,138 @@ fn off_never_reads_ahead() {
     assert_eq!(core.stats().bytes_fetched_ahead, 0);
 }
 
+/// A streaming core over `paged_layout` files, slices of about two pages.
+fn streaming_core(files: usize, window: u64, budget: u64) -> ScanCore {
+    let mut config = config(PrefetchPolicy::Streaming, window, budget);
+    config.slice_target_bytes = 800 * 1024;
+    ScanCore::new(config, files, vec![(0..files).collect()])
+}
+
+#[test]
+fn streaming_fetches_slices_in_decode_order_and_releases_them_as_the_decoder_passes() {
+    let layout = paged_layout(0);
+    let mut core = streaming_core(1, 2 * MIB, 100 * MIB);
+    core.reader_opened(0, 0);
+    let actions = core.metadata_known(0, Arc::clone(&layout));
+    let plan = core.slice_plan(0).expect("sliced");
+    let spans: Vec<_> = plan.slices.iter().map(|s| s.rows.clone()).collect();
+    // The first slice is one page of each column (400 KiB), then two pages
+    // (800 KiB) each.
+    assert_eq!(spans, vec![0..100, 100..300, 300..500, 500..700, 700..800]);
+    let pieces = |slice: usize| -> Vec<Range<u64>> {
+        plan.pieces[slice].iter().map(|p| p.bytes.clone()).collect()
+    };
+    // The 2 MiB window holds the first three slices, one request per slice,
+    // in decode order.
+    let fetches = fetched(&actions);
+    assert_eq!(fetches.len(), 3);
+    assert_eq!(fetches[0].1, pieces(0));
+    assert_eq!(fetches[2].1, pieces(2));
+    assert_eq!(core.stats().staged_bytes, 2000 * 1024);
+
+    core.slice_started(0, 0);
+    let read = core.plan_read(0, &pieces(0));
+    assert!(read.demand.is_empty(), "slice 0 was staged");
+    assert_eq!(released(&read.actions), 1, "taken whole: released");
+    assert_eq!(core.stats().files_page_granular, 1);
+    assert_eq!(core.stats().bytes_page_granular, 400 * 1024);
+
+    core.slice_started(0, 1);
+    let read = core.plan_read(0, &pieces(1));
+    assert!(read.demand.is_empty());
+    // Slices 3 and 4 take the room slices 0 and 1 left.
+    let next: Vec<_> = fetched(&read.actions).into_iter().map(|(_, r)| r).collect();
+    assert_eq!(next, vec![pieces(3), pieces(4)]);
+
+    // Slice 2 is skipped by the decoder (pruned): moving to slice 3 releases it.
+    let actions = core.slice_started(0, 3);
+    assert_eq!(released(&actions), 1);
+    assert_eq!(core.stats().bytes_wasted, 800 * 1024);
+    core.reader_closed(0);
+    assert_eq!(core.stats().staged_bytes, 0);
+}
+
+#[test]
+fn a_dictionary_page_stays_staged_until_the_last_slice_of_its_row_group() {
+    let layout = paged_layout(50 * 1024);
+    let mut core = streaming_core(1, 8 * MIB, 100 * MIB);
+    core.reader_opened(0, 0);
+    core.metadata_known(0, Arc::clone(&layout));
+    let plan = core.slice_plan(0).unwrap();
+    let dictionary = layout.pages.as_ref().unwrap()[0][1]
+        .dictionary
+        .clone()
+        .unwrap();
+    for slice in 0..plan.slices.len() {
+        core.slice_started(0, slice);
+        let ranges: Vec<_> = plan.pieces[slice].iter().map(|p| p.bytes.clone()).collect();
+        assert!(ranges.contains(&dictionary));
+        let read = core.plan_read(0, &ranges);
+        assert!(
+            read.demand.is_empty(),
+            "slice {slice} demanded {:?}",
+            read.demand
+        );
+    }
+    // Fetched once, served to every slice.
+    assert_eq!(core.stats().bytes_fetched_ahead, 800 * 4 * 1024 + 50 * 1024);
+    assert_eq!(core.stats().bytes_wasted, 0);
+    assert_eq!(core.stats().staged_bytes, 0);
+}
+
+#[test]
+fn a_page_larger_than_the_window_is_read_alone_and_counted() {
+    // 300 KiB payload pages against a 256 KiB window: none fits.
+    let layout = paged_layout(0);
+    let mut core = streaming_core(1, 256 * 1024, 100 * MIB);
+    core.reader_opened(0, 0);
+    let actions = core.metadata_known(0, Arc::clone(&layout));
+    // The id page of slice 0 fits, then its payload page stops it all.
+    assert_eq!(fetched(&actions).len(), 1);
+    assert_eq!(fetched(&actions)[0].1.len(), 1, "the id page of slice 0");
+    assert_eq!(core.stats().oversized_pages, 1);
+    assert!(core.stats().peak_staged_bytes <= 256 * 1024);
+}
+
+#[test]
+fn upcoming_files_get_their_first_slice_within_half_the_window() {
+    let layout = paged_layout(0);
+    let mut core = streaming_core(3, 4 * MIB, 100 * MIB);
+    let opened = core.reader_opened(0, 0);
+    assert_eq!(opened_ahead(&opened), vec![1, 2]);
+    // Upcoming footers land before the current file's: nothing is fetched for
+    // them until the current file's slices are planned.
+    assert!(fetched(&core.metadata_known(1, Arc::clone(&layout))).is_empty());
+    assert!(fetched(&core.metadata_known(2, Arc::clone(&layout))).is_empty());
+    let actions = core.metadata_known(0, Arc::clone(&layout));
+    let files: Vec<FileId> = fetched(&actions).iter().map(|(f, _)| *f).collect();
+    // File 0 fills the window first (its five slices, 3,200 KiB of 4 MiB);
+    // upcoming files would exceed half of it, so they wait.
+    assert_eq!(files, vec![0; 5]);
+    let plan = core.slice_plan(0).unwrap();
+    let mut upcoming = vec![];
+    for slice in 0..plan.slices.len() {
+        core.slice_started(0, slice);
+        let ranges: Vec<_> = plan.pieces[slice].iter().map(|p| p.bytes.clone()).collect();
+        let read = core.plan_read(0, &ranges);
+        upcoming.extend(fetched(&read.actions));
+    }
+    // As file 0's slices are taken, files 1 and 2 get their first slice each
+    // (one request of 400 KiB), and no more.
+    let first_slice: Vec<_> = plan.pieces[0].iter().map(|p| p.bytes.clone()).collect();
+    assert_eq!(upcoming, vec![(1, first_slice.clone()), (2, first_slice)]);
+    for (_, staged) in core.partition_staged() {
+        assert!(staged <= 2 * MIB);
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Event {
     Open(FileId, PartitionId),
     Close(FileId),
     Metadata(FileId),
     Read(FileId, usize, bool),
+    SliceStarted(FileId, usize),
     FailFirst,
     RefuseFirst,
 }
@@ -388,6 +553,7 @@ fn event() -> impl Strategy<Value = Event> {
         (0..6usize).prop_map(Event::Close),
         (0..6usize).prop_map(Event::Metadata),
         (0..6usize, 0..5usize, any::<bool>()).prop_map(|(f, rg, both)| Event::Read(f, rg, both)),
+        (0..6usize, 0..8usize).prop_map(|(f, s)| Event::SliceStarted(f, s)),
         Just(Event::FailFirst),
         Just(Event::RefuseFirst),
     ]
@@ -398,7 +564,11 @@ proptest! {
     /// never holds more than its window, and shutdown returns staging to zero.
     #[test]
     fn the_budget_and_window_always_hold(
-        policy in prop_oneof![Just(PrefetchPolicy::Batched), Just(PrefetchPolicy::Pipelined)],
+        policy in prop_oneof![
+            Just(PrefetchPolicy::Batched),
+            Just(PrefetchPolicy::Pipelined),
+            Just(PrefetchPolicy::Streaming),
+        ],
         window_mib in 1u64..24,
         extra_mib in 0u64..24,
         payload_kib in 1u64..6000,
@@ -406,7 +576,11 @@ proptest! {
     ) {
         let window = window_mib * MIB;
         let budget = window + extra_mib * MIB;
-        let layout = layout(5, payload_kib * 1024);
+        let layout = if policy == PrefetchPolicy::Streaming {
+            paged_layout(payload_kib * 100)
+        } else {
+            layout(5, payload_kib * 1024)
+        };
         let order = vec![vec![0, 1, 2], vec![3, 4, 5], vec![0, 1, 2, 3, 4, 5]];
         let mut core = ScanCore::new(config(policy, window, budget), 6, order);
         let mut live: Vec<FetchId> = vec![];
@@ -415,10 +589,15 @@ proptest! {
                 Event::Open(f, p) => core.reader_opened(f, p),
                 Event::Close(f) => core.reader_closed(f),
                 Event::Metadata(f) => core.metadata_known(f, Arc::clone(&layout)),
+                Event::SliceStarted(f, s) => core.slice_started(f, s),
                 Event::Read(f, rg, both) => {
-                    let mut ranges = vec![layout.chunk(rg, 1).unwrap()];
+                    let mut ranges = match &layout.pages {
+                        // Streaming: a page of the payload column.
+                        Some(pages) => vec![pages[0][1].pages[rg].bytes.clone()],
+                        None => vec![layout.chunk(rg, 1).unwrap()],
+                    };
                     if both {
-                        ranges.push(layout.chunk(rg, 0).unwrap());
+                        ranges.push(layout.chunk(rg.min(layout.row_groups.len() - 1), 0).unwrap());
                     }
                     let plan = core.plan_read(f, &ranges);
                     prop_assert_eq!(plan.parts.len(), ranges.len());
