@@ -101,14 +101,17 @@ pub fn server_binary() -> Result<PathBuf, String> {
         return Ok(path);
     }
     static INSTALLED: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    INSTALLED.get_or_init(run_install_script).clone().map_err(|e| {
-        format!(
-            "the S3 server of the real-wire tests (s3s-fs {S3S_FS_VERSION}) is not installed \
+    INSTALLED
+        .get_or_init(run_install_script)
+        .clone()
+        .map_err(|e| {
+            format!(
+                "the S3 server of the real-wire tests (s3s-fs {S3S_FS_VERSION}) is not installed \
              and installing it failed: {e}. Install it with `bash {}` (needs cargo and \
              crates.io), or point DFPREFETCH_S3S_FS at an s3s-fs binary.",
-            install_script().display()
-        )
-    })
+                install_script().display()
+            )
+        })
 }
 
 /// Where the server keeps its objects: a temporary folder, or one the caller
@@ -205,7 +208,11 @@ impl S3Server {
             .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
         let log = Arc::new(Mutex::new(VecDeque::new()));
         let (ready, announced) = mpsc::channel();
-        drain(child.stdout.take().expect("piped"), Arc::clone(&log), ready.clone());
+        drain(
+            child.stdout.take().expect("piped"),
+            Arc::clone(&log),
+            ready.clone(),
+        );
         drain(child.stderr.take().expect("piped"), Arc::clone(&log), ready);
         let mut server = Self {
             child: Some(child),
