@@ -4,13 +4,16 @@
 //! ```text
 //! prefetch-bench --suite cross_file --latency fixed:100 --policies off,pipelined
 //! prefetch-bench --suite tpch --scale 1 --latency fixed:50 --plot tpch.svg
+//! prefetch-bench --suite peers --latency s3   # vs Polars, DuckDB, PyArrow over S3
 //! ```
 //!
 //! See `benches/README.md` for every flag and suite.
 
 mod clickbench;
 mod first_batch;
+mod peers;
 mod plot;
+mod proxy;
 mod report;
 mod run;
 mod suites;
@@ -32,8 +35,8 @@ use crate::suites::{ClickbenchCopy, Query, Suite, SuiteOptions};
 #[derive(Debug, Parser)]
 #[command(name = "prefetch-bench", version, about)]
 struct Args {
-    /// Suite to run: cross_file, single_row_group, many_small_files, tpch or
-    /// clickbench.
+    /// Suite to run: cross_file, single_row_group, many_small_files, tpch,
+    /// clickbench, or peers (against other engines over a real S3 server).
     #[arg(long)]
     suite: String,
     /// Data size of tpch (TPC-H scale factor) and clickbench (1 = 4 files of
@@ -57,9 +60,10 @@ struct Args {
     /// Concurrent connections the store allows (default: unlimited, or 128 with s3).
     #[arg(long)]
     connections: Option<usize>,
-    /// Scan partitions (`datafusion.execution.target_partitions`).
-    #[arg(long, default_value_t = 1)]
-    partitions: usize,
+    /// Scan partitions (`datafusion.execution.target_partitions`); default 1,
+    /// or the number of cores for peers (the other engines use every core).
+    #[arg(long)]
+    partitions: Option<usize>,
     /// `prefetch.memory_budget` (per scan), e.g. 512MiB.
     #[arg(long)]
     memory_budget: Option<String>,
@@ -91,6 +95,16 @@ struct Args {
     /// first query into this SVG (or PNG, by extension) file.
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// peers: where the S3 server keeps the uploaded files (default:
+    /// `<data-dir>/peers_s3`; uploads are reused across runs).
+    #[arg(long)]
+    s3_root: Option<PathBuf>,
+    /// peers: the Python of the venv `benches/peers/setup.sh` makes.
+    #[arg(long, default_value = "/var/tmp/dfprefetch-peers-venv/bin/python")]
+    python: PathBuf,
+    /// peers: seconds one engine run may take before it is stopped.
+    #[arg(long, default_value_t = 600)]
+    peer_timeout: u64,
 }
 
 fn store_config(args: &Args) -> Result<(SimulatedStoreConfig, Duration), String> {
@@ -115,6 +129,11 @@ fn store_config(args: &Args) -> Result<(SimulatedStoreConfig, Duration), String>
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // One DataFusion run of the peers suite, in a process of its own.
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("peer-worker") {
+        return peers::worker(&argv[2..]).await;
+    }
     let args = Args::parse();
     match bench(args).await {
         Ok(true) => ExitCode::SUCCESS,
@@ -197,8 +216,47 @@ async fn run_or_skip(
     }
 }
 
+fn prefetch_settings(args: &Args) -> Vec<(String, String)> {
+    let mut settings = vec![];
+    for (key, value) in [
+        ("memory_budget", &args.memory_budget),
+        ("read_ahead_window", &args.read_ahead_window),
+        ("file_open_depth", &args.file_open_depth),
+        ("eager_first_read_cap", &args.eager_first_read_cap),
+    ] {
+        if let Some(value) = value {
+            settings.push((key.to_string(), value.clone()));
+        }
+    }
+    // The budget must be raised before a window above the default budget.
+    settings.sort_by_key(|(k, _)| k != "memory_budget");
+    settings
+}
+
 async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
     let (store, typical_latency) = store_config(&args)?;
+    if args.suite == "peers" {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        return peers::run(peers::PeersConfig {
+            s3_root: args
+                .s3_root
+                .clone()
+                .unwrap_or_else(|| args.data_dir.join("peers_s3")),
+            data_dir: args.data_dir.clone(),
+            scale: args.scale,
+            iterations: args.iterations,
+            queries: args.queries.clone(),
+            store,
+            latency_label: args.latency.clone(),
+            partitions: args.partitions.unwrap_or(cores),
+            settings: prefetch_settings(&args),
+            python: args.python.clone(),
+            timeout: Duration::from_secs(args.peer_timeout),
+            json: args.json.clone(),
+            markdown: args.markdown.clone(),
+        })
+        .await;
+    }
     let options = SuiteOptions {
         scale: args.scale,
         clickbench_copy: args.clickbench_copy,
@@ -217,24 +275,11 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
     let mut policies: Vec<String> = vec!["off".into()];
     policies.extend(args.policies.iter().filter(|p| *p != "off").cloned());
 
-    let mut settings = vec![];
-    for (key, value) in [
-        ("memory_budget", &args.memory_budget),
-        ("read_ahead_window", &args.read_ahead_window),
-        ("file_open_depth", &args.file_open_depth),
-        ("eager_first_read_cap", &args.eager_first_read_cap),
-    ] {
-        if let Some(value) = value {
-            settings.push((key.to_string(), value.clone()));
-        }
-    }
-    // The budget must be raised before a window above the default budget.
-    settings.sort_by_key(|(k, _)| k != "memory_budget");
     let config = RunConfig {
         store,
         latency_label: args.latency.clone(),
-        partitions: args.partitions,
-        settings,
+        partitions: args.partitions.unwrap_or(1),
+        settings: prefetch_settings(&args),
     };
 
     let with_floor = !matches!(store.latency, LatencyModel::None);

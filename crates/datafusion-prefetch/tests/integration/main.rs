@@ -1,8 +1,10 @@
-//! Integration tests of datafusion-prefetch against a simulated object store.
+//! Integration tests of datafusion-prefetch against a simulated object store,
+//! and over the real wire against an S3-compatible server (`s3_wire`).
 //! One test binary, so DataFusion is linked once.
 
 mod faults;
 mod mechanism;
+mod s3_wire;
 mod sql;
 mod streaming;
 mod support;

@@ -1,0 +1,937 @@
+//! `--suite peers`: this project against the engines users would pick
+//! instead, all reading the same Parquet files from the same S3-compatible
+//! server (s3s-fs) through the same [latency proxy](crate::proxy), each with
+//! its own S3 client, in one run.
+//!
+//! Engines: DataFusion `off` (stock), DataFusion under this project's default
+//! policy, Polars (`scan_parquet` on `s3://`), DuckDB (httpfs from PyPI) and
+//! PyArrow datasets (`S3FileSystem`, `pre_buffer`). Every run is its own
+//! process — DataFusion's a re-run of this binary (`prefetch-bench
+//! peer-worker …`), the others `benches/peers/peers.py run …` in the venv of
+//! `benches/peers/setup.sh` — which reports its wall time, result and peak
+//! RSS; the proxy counts requests and bytes. An engine that is not installed
+//! is skipped, with the reason.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Float64Type};
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::common::{DataFusionError, Result};
+use datafusion::prelude::{ParquetReadOptions, SessionConfig};
+use datafusion_prefetch::{PrefetchPolicy, prefetching_context};
+use datafusion_prefetch_s3server::{ACCESS_KEY, REGION, S3Server, SECRET_KEY};
+use datafusion_prefetch_simstore::SimulatedStoreConfig;
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt};
+use serde::Serialize;
+use url::Url;
+
+use crate::clickbench;
+use crate::proxy::{LatencyProxy, ProxyConfig};
+use crate::suites::{self, ClickbenchCopy, SuiteOptions};
+
+const BUCKET: &str = "peers";
+
+/// How one `--suite peers` invocation runs.
+#[derive(Debug, Clone)]
+pub struct PeersConfig {
+    pub data_dir: PathBuf,
+    /// Where the S3 server keeps its objects (uploads are reused across runs).
+    pub s3_root: PathBuf,
+    pub scale: f64,
+    pub iterations: usize,
+    pub queries: Vec<String>,
+    pub store: SimulatedStoreConfig,
+    pub latency_label: String,
+    pub partitions: usize,
+    /// `prefetch.*` settings of the default-policy runs.
+    pub settings: Vec<(String, String)>,
+    pub python: PathBuf,
+    pub timeout: Duration,
+    pub json: Option<PathBuf>,
+    pub markdown: Option<PathBuf>,
+}
+
+/// A query every engine runs, on tables of one data suite.
+#[derive(Debug, Clone)]
+struct PeerQuery {
+    name: String,
+    /// The data suite its tables come from.
+    suite: &'static str,
+    tables: Vec<&'static str>,
+    /// For DataFusion, DuckDB and Polars; PyArrow runs a hand-written
+    /// equivalent (`peers.py`).
+    sql: String,
+}
+
+/// TPC-H Q1 with its date computed (`date '1998-12-01' - interval '90' day`,
+/// which not every engine's SQL accepts) and its averages over DOUBLE:
+/// DataFusion truncates an average of DECIMAL(15,2) to six places, where
+/// DuckDB and Polars return a float, so the results would differ in the
+/// fifth digit.
+const TPCH_Q1: &str = "SELECT l_returnflag, l_linestatus, sum(l_quantity) AS sum_qty, \
+    sum(l_extendedprice) AS sum_base_price, \
+    sum(l_extendedprice * (1 - l_discount)) AS sum_disc_price, \
+    sum(l_extendedprice * (1 - l_discount) * (1 + l_tax)) AS sum_charge, \
+    avg(CAST(l_quantity AS DOUBLE)) AS avg_qty, avg(CAST(l_extendedprice AS DOUBLE)) AS avg_price, \
+    avg(CAST(l_discount AS DOUBLE)) AS avg_disc, \
+    count(*) AS count_order \
+    FROM lineitem WHERE l_shipdate <= DATE '1998-09-02' \
+    GROUP BY l_returnflag, l_linestatus ORDER BY l_returnflag, l_linestatus";
+
+/// TPC-H Q6 with its bounds computed.
+const TPCH_Q6: &str = "SELECT sum(l_extendedprice * l_discount) AS revenue FROM lineitem \
+    WHERE l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01' \
+    AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24";
+
+/// ClickBench queries on the wide table: a filter, whole-column aggregates, a
+/// group-by and a string match.
+const HITS_QUERIES: [usize; 4] = [1, 2, 7, 20];
+
+fn peer_queries() -> Vec<PeerQuery> {
+    let mut queries = vec![
+        // Over DOUBLE: the payloads are random 62-bit integers whose Int64 sum
+        // overflows, which DataFusion, Polars and PyArrow wrap around and
+        // DuckDB (128-bit sums) does not.
+        PeerQuery {
+            name: "cross_file_sum".into(),
+            suite: "cross_file",
+            tables: vec!["t"],
+            sql: "SELECT sum(CAST(payload AS DOUBLE)) FROM t".into(),
+        },
+        // The TPC-H queries on lineitem alone: the ones PyArrow (no SQL, no
+        // joins written by hand here) runs as well as the SQL engines.
+        PeerQuery {
+            name: "tpch_q1".into(),
+            suite: "tpch",
+            tables: vec!["lineitem"],
+            sql: TPCH_Q1.into(),
+        },
+        PeerQuery {
+            name: "tpch_q6".into(),
+            suite: "tpch",
+            tables: vec!["lineitem"],
+            sql: TPCH_Q6.into(),
+        },
+    ];
+    for i in HITS_QUERIES {
+        queries.push(PeerQuery {
+            name: format!("hits_q{i}"),
+            suite: "clickbench",
+            tables: vec![clickbench::PUBLISHED],
+            sql: clickbench::QUERIES[i]
+                .trim()
+                .trim_end_matches(';')
+                .to_string(),
+        });
+    }
+    queries
+}
+
+/// The engines, in the order they are run (and reported).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Engine {
+    DataFusion(PrefetchPolicy),
+    Python(&'static str),
+}
+
+impl Engine {
+    fn all() -> Vec<Engine> {
+        let mut engines = vec![Engine::DataFusion(PrefetchPolicy::Off)];
+        if PrefetchPolicy::default() != PrefetchPolicy::Off {
+            engines.push(Engine::DataFusion(PrefetchPolicy::default()));
+        }
+        engines.extend(["polars", "duckdb", "pyarrow"].map(Engine::Python));
+        engines
+    }
+
+    fn name(self) -> String {
+        match self {
+            Engine::DataFusion(policy) => format!("datafusion {policy}"),
+            Engine::Python(name) => name.to_string(),
+        }
+    }
+}
+
+/// What one engine process reported, and what the proxy counted.
+#[derive(Debug, Clone, Serialize)]
+pub struct PeerRun {
+    pub query: String,
+    pub engine: String,
+    pub iteration: usize,
+    pub latency: String,
+    pub partitions: usize,
+    pub wall_ms: f64,
+    pub rows: usize,
+    pub checksum: String,
+    pub peak_rss_bytes: u64,
+    pub requests: u64,
+    pub list_requests: u64,
+    pub bytes_from_server: u64,
+    pub error: Option<String>,
+    pub matches_off: bool,
+}
+
+#[derive(serde::Deserialize)]
+struct Reported {
+    rows: Option<usize>,
+    checksum: Option<String>,
+    wall_ms: Option<f64>,
+    peak_rss_bytes: Option<u64>,
+    error: Option<String>,
+}
+
+// --- the engine-independent checksum (same as peers.py) ----------------------
+
+fn canonical_number(x: f64) -> String {
+    if x == 0.0 {
+        "0".to_string()
+    } else {
+        format!("{x:.4e}")
+    }
+}
+
+fn fnv1a64(data: &[u8]) -> u64 {
+    data.iter().fold(0xCBF2_9CE4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01B3)
+    })
+}
+
+/// Row count and a checksum of `batches` that any engine can reproduce:
+/// numbers as floats to five significant digits (a decimal average that
+/// DataFusion rounds to six places agrees with another engine's float),
+/// text as is, dates in ISO form, cells joined by U+001F, rows sorted, FNV-1a 64 of the lines.
+pub fn canonical_checksum(batches: &[RecordBatch]) -> Result<(usize, String)> {
+    let options = FormatOptions::default().with_null("NULL");
+    let mut lines = vec![];
+    for batch in batches {
+        let mut columns: Vec<Box<dyn Fn(usize) -> String + '_>> = vec![];
+        for column in batch.columns() {
+            let numeric = column.data_type().is_numeric();
+            if numeric {
+                let floats = cast(column, &DataType::Float64)?;
+                let floats = floats.as_primitive::<Float64Type>().clone();
+                columns.push(Box::new(move |row| {
+                    if floats.is_null(row) {
+                        "NULL".to_string()
+                    } else {
+                        canonical_number(floats.value(row))
+                    }
+                }));
+            } else if column.data_type() == &DataType::Boolean {
+                let bools = column.as_boolean().clone();
+                columns.push(Box::new(move |row| match bools.is_null(row) {
+                    true => "NULL".to_string(),
+                    false => bools.value(row).to_string(),
+                }));
+            } else {
+                let formatter = ArrayFormatter::try_new(column.as_ref(), &options)?;
+                columns.push(Box::new(move |row| formatter.value(row).to_string()));
+            }
+        }
+        for row in 0..batch.num_rows() {
+            let cells: Vec<String> = columns.iter().map(|c| c(row)).collect();
+            lines.push(cells.join("\u{1f}"));
+        }
+    }
+    lines.sort();
+    if std::env::var_os("PEERS_PRINT_ROWS").is_some() {
+        for line in &lines {
+            eprintln!("{}", line.replace('\u{1f}', " | "));
+        }
+    }
+    let hash = fnv1a64(lines.join("\n").as_bytes());
+    Ok((lines.len(), format!("{hash:016x}")))
+}
+
+// --- the DataFusion engine process -------------------------------------------
+
+fn client(endpoint: &str) -> Result<AmazonS3> {
+    Ok(AmazonS3Builder::new()
+        .with_endpoint(endpoint)
+        .with_allow_http(true)
+        .with_virtual_hosted_style_request(false)
+        .with_bucket_name(BUCKET)
+        .with_region(REGION)
+        .with_access_key_id(ACCESS_KEY)
+        .with_secret_access_key(SECRET_KEY)
+        .build()?)
+}
+
+fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib * 1024)
+}
+
+struct WorkerArgs {
+    endpoint: String,
+    policy: String,
+    partitions: usize,
+    tables: Vec<(String, String)>,
+    settings: Vec<(String, String)>,
+    sql: String,
+}
+
+fn parse_worker_args(args: &[String]) -> Result<WorkerArgs, String> {
+    let mut parsed = WorkerArgs {
+        endpoint: String::new(),
+        policy: "off".into(),
+        partitions: 1,
+        tables: vec![],
+        settings: vec![],
+        sql: String::new(),
+    };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let value = it.next().ok_or(format!("{flag} needs a value"))?.clone();
+        let pair = |v: &str| {
+            v.split_once('=')
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .ok_or(format!("{flag} {v}: expected NAME=VALUE"))
+        };
+        match flag.as_str() {
+            "--endpoint" => parsed.endpoint = value,
+            "--policy" => parsed.policy = value,
+            "--partitions" => parsed.partitions = value.parse().map_err(|e| format!("{e}"))?,
+            "--table" => parsed.tables.push(pair(&value)?),
+            "--setting" => parsed.settings.push(pair(&value)?),
+            "--sql" => parsed.sql = value,
+            other => return Err(format!("unknown peer-worker flag {other}")),
+        }
+    }
+    Ok(parsed)
+}
+
+async fn worker_run(args: &WorkerArgs) -> Result<serde_json::Value> {
+    let store: Arc<dyn ObjectStore> = Arc::new(client(&args.endpoint)?);
+    let ctx = prefetching_context(SessionConfig::new().with_target_partitions(args.partitions));
+    ctx.sql(&format!("SET prefetch.policy = '{}'", args.policy))
+        .await?
+        .collect()
+        .await?;
+    for (key, value) in &args.settings {
+        ctx.sql(&format!("SET prefetch.{key} = '{value}'"))
+            .await?
+            .collect()
+            .await?;
+    }
+    let url = Url::parse(&format!("s3://{BUCKET}")).expect("a valid url");
+    let started = Instant::now();
+    ctx.register_object_store(&url, store);
+    for (name, prefix) in &args.tables {
+        ctx.register_parquet(
+            name.as_str(),
+            format!("s3://{BUCKET}/{prefix}"),
+            ParquetReadOptions::default(),
+        )
+        .await?;
+    }
+    let batches = ctx.sql(&args.sql).await?.collect().await?;
+    let wall = started.elapsed();
+    let (rows, checksum) = canonical_checksum(&batches)?;
+    Ok(serde_json::json!({
+        "rows": rows,
+        "checksum": checksum,
+        "wall_ms": wall.as_secs_f64() * 1e3,
+        "peak_rss_bytes": peak_rss_bytes(),
+    }))
+}
+
+/// `prefetch-bench peer-worker …`: one DataFusion run in this process.
+pub async fn worker(args: &[String]) -> ExitCode {
+    let outcome = match parse_worker_args(args) {
+        Ok(args) => worker_run(&args).await.map_err(|e| e.to_string()),
+        Err(e) => Err(e),
+    };
+    match outcome {
+        Ok(report) => {
+            println!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            println!("{}", serde_json::json!({ "error": e }));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+// --- the orchestrator ----------------------------------------------------------
+
+/// Run `command`, whose last stdout line is a JSON report, within `timeout`.
+fn run_child(mut command: Command, timeout: Duration) -> Result<Reported, String> {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start: {e}"))?;
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut s);
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
+        s
+    });
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("no result within {} s", timeout.as_secs()));
+            }
+        }
+    };
+    let out = out.join().unwrap_or_default();
+    let err = err.join().unwrap_or_default();
+    let last = out.lines().rev().find(|l| l.trim_start().starts_with('{'));
+    match last.map(serde_json::from_str::<Reported>) {
+        Some(Ok(reported)) => Ok(reported),
+        _ => {
+            let tail: Vec<&str> = err.lines().rev().take(5).collect();
+            Err(format!(
+                "exited with {status} without a report; stderr: {}",
+                tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+            ))
+        }
+    }
+}
+
+/// The Python engines that import (and, for DuckDB, load httpfs), or why not.
+fn probe_python(
+    config: &PeersConfig,
+    script: &Path,
+) -> Vec<(&'static str, Result<String, String>)> {
+    let names = ["polars", "duckdb", "pyarrow"];
+    let missing = |why: String| names.iter().map(|n| (*n, Err(why.clone()))).collect();
+    if !config.python.is_file() {
+        return missing(format!(
+            "no Python at {}: run benches/peers/setup.sh",
+            config.python.display()
+        ));
+    }
+    let out = Command::new(&config.python)
+        .arg(script)
+        .arg("probe")
+        .stderr(Stdio::inherit())
+        .output();
+    let report: serde_json::Value = match out
+        .map_err(|e| e.to_string())
+        .and_then(|o| serde_json::from_slice(&o.stdout).map_err(|e| e.to_string()))
+    {
+        Ok(report) => report,
+        Err(e) => return missing(format!("{} probe failed: {e}", script.display())),
+    };
+    names
+        .iter()
+        .map(|name| {
+            let entry = &report[*name];
+            let result = if entry["ok"].as_bool() == Some(true) {
+                Ok(entry["version"].as_str().unwrap_or("?").to_string())
+            } else {
+                Err(entry["error"].as_str().unwrap_or("unknown").to_string())
+            };
+            (*name, result)
+        })
+        .collect()
+}
+
+/// Upload every Parquet file of `dir` to `prefix`, skipping objects the server
+/// already holds at the same size.
+async fn upload_dir(s3: &AmazonS3, dir: &Path, prefix: &str) -> Result<(usize, u64)> {
+    let mut names: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .collect();
+    names.sort();
+    let (mut uploaded, mut bytes) = (0, 0);
+    for path in names {
+        let name = path.file_name().expect("a file").to_string_lossy();
+        let key = ObjectPath::from(format!("{prefix}{name}"));
+        let len = std::fs::metadata(&path)?.len();
+        if s3.head(&key).await.is_ok_and(|meta| meta.size == len) {
+            continue;
+        }
+        s3.put(&key, std::fs::read(&path)?.into()).await?;
+        uploaded += 1;
+        bytes += len;
+    }
+    Ok((uploaded, bytes))
+}
+
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = values.collect();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn mib(bytes: f64) -> f64 {
+    bytes / (1 << 20) as f64
+}
+
+struct Peers {
+    config: PeersConfig,
+    engines: Vec<Engine>,
+    skipped: Vec<(String, String)>,
+    queries: Vec<PeerQuery>,
+    runs: Vec<PeerRun>,
+}
+
+impl Peers {
+    fn runs_of<'a>(&'a self, query: &'a str, engine: &'a str) -> impl Iterator<Item = &'a PeerRun> {
+        self.runs
+            .iter()
+            .filter(move |r| r.query == query && r.engine == engine && r.error.is_none())
+    }
+
+    fn median_of(&self, query: &str, engine: &str, f: impl Fn(&PeerRun) -> f64) -> f64 {
+        median(self.runs_of(query, engine).map(f))
+    }
+
+    fn title(&self) -> String {
+        format!(
+            "peers — latency {}, {} partition(s), scale {}",
+            self.config.latency_label, self.config.partitions, self.config.scale
+        )
+    }
+
+    fn markdown(&self) -> String {
+        use std::fmt::Write as _;
+        let ours = Engine::DataFusion(PrefetchPolicy::default()).name();
+        let mut out = String::new();
+        let _ = writeln!(out, "### {}\n", self.title());
+        let _ = writeln!(
+            out,
+            "| query | engine | wall ms (median) | time vs {ours} | requests | MiB from server | peak RSS MiB | matches off |"
+        );
+        let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---|");
+        let engines: Vec<String> = self.engines.iter().map(|e| e.name()).collect();
+        for q in &self.queries {
+            let our_wall = self.median_of(&q.name, &ours, |r| r.wall_ms);
+            for engine in &engines {
+                let failed = self
+                    .runs
+                    .iter()
+                    .find(|r| r.query == q.name && &r.engine == engine && r.error.is_some());
+                if self.runs_of(&q.name, engine).next().is_none() {
+                    let why = failed
+                        .and_then(|r| r.error.clone())
+                        .unwrap_or_else(|| "not run".into());
+                    let _ = writeln!(
+                        out,
+                        "| {} | {engine} | failed | | | | | {} |",
+                        q.name,
+                        why.replace('|', "/").chars().take(160).collect::<String>()
+                    );
+                    continue;
+                }
+                let wall = self.median_of(&q.name, engine, |r| r.wall_ms);
+                let matches = self.runs_of(&q.name, engine).all(|r| r.matches_off);
+                let _ = writeln!(
+                    out,
+                    "| {} | {engine} | {wall:.1} | {:.2}x | {:.0} | {:.1} | {:.1} | {} |",
+                    q.name,
+                    wall / our_wall,
+                    self.median_of(&q.name, engine, |r| r.requests as f64),
+                    mib(self.median_of(&q.name, engine, |r| r.bytes_from_server as f64)),
+                    mib(self.median_of(&q.name, engine, |r| r.peak_rss_bytes as f64)),
+                    if matches { "yes" } else { "NO" },
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\n| engine | queries run | total wall ms | {ours} on the same queries | time vs {ours} |"
+        );
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|");
+        for engine in &engines {
+            let ran: Vec<&PeerQuery> = self
+                .queries
+                .iter()
+                .filter(|q| self.runs_of(&q.name, engine).next().is_some())
+                .collect();
+            let total: f64 = ran
+                .iter()
+                .map(|q| self.median_of(&q.name, engine, |r| r.wall_ms))
+                .sum();
+            let our_total: f64 = ran
+                .iter()
+                .map(|q| self.median_of(&q.name, &ours, |r| r.wall_ms))
+                .sum();
+            if ran.is_empty() {
+                let _ = writeln!(out, "| {engine} | 0/{} | – | – | – |", self.queries.len());
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "| {engine} | {}/{} | {total:.1} | {our_total:.1} | {:.2}x |",
+                ran.len(),
+                self.queries.len(),
+                total / our_total
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\nWall time: in the engine's own process, from before its tables are opened \
+             (listing, footers) to the last row; process start and imports excluded. \
+             Requests and bytes: counted by the proxy. Peak RSS: of the engine's process. \
+             `time vs {ours}` > 1 means slower than {ours}."
+        );
+        if !self.skipped.is_empty() {
+            let _ = writeln!(out, "\nSkipped engines:\n");
+            for (engine, why) in &self.skipped {
+                let _ = writeln!(out, "- {engine}: {why}");
+            }
+        }
+        out
+    }
+
+    /// Mark every run against the first successful `datafusion off` run of its
+    /// query; whether every engine that ran agreed.
+    fn check(&mut self) -> bool {
+        let off = Engine::DataFusion(PrefetchPolicy::Off).name();
+        let mut ok = true;
+        let reference: Vec<(String, usize, String)> = self
+            .queries
+            .iter()
+            .filter_map(|q| {
+                self.runs_of(&q.name, &off)
+                    .next()
+                    .map(|r| (q.name.clone(), r.rows, r.checksum.clone()))
+            })
+            .collect();
+        for run in self.runs.iter_mut().filter(|r| r.error.is_none()) {
+            let Some((_, rows, checksum)) = reference.iter().find(|(q, ..)| q == &run.query) else {
+                continue;
+            };
+            run.matches_off = run.rows == *rows && &run.checksum == checksum;
+            if !run.matches_off {
+                ok = false;
+                eprintln!(
+                    "MISMATCH {} {} iteration {}: {} rows / {} vs datafusion off {rows} rows / {checksum}",
+                    run.query, run.engine, run.iteration, run.rows, run.checksum
+                );
+            }
+        }
+        ok
+    }
+}
+
+/// `prefetch-bench --suite peers`. Ok(false) if results differ between engines.
+pub async fn run(config: PeersConfig) -> Result<bool, Box<dyn std::error::Error>> {
+    let mut queries = peer_queries();
+    if !config.queries.is_empty() {
+        queries.retain(|q| config.queries.contains(&q.name));
+        if queries.is_empty() {
+            let known: Vec<String> = peer_queries().into_iter().map(|q| q.name).collect();
+            return Err(format!(
+                "none of --queries {:?} is a peers query ({})",
+                config.queries,
+                known.join(", ")
+            )
+            .into());
+        }
+    }
+
+    // The data of the suites the queries read, generated as those suites do.
+    let options = SuiteOptions {
+        scale: config.scale,
+        clickbench_copy: ClickbenchCopy::Published,
+    };
+    let mut prefixes: Vec<(&'static str, String)> = vec![];
+    let mut local: Vec<(PathBuf, String)> = vec![];
+    for suite in ["cross_file", "tpch", "clickbench"] {
+        let needed: Vec<&'static str> = queries
+            .iter()
+            .filter(|q| q.suite == suite)
+            .flat_map(|q| q.tables.iter().copied())
+            .collect();
+        if needed.is_empty() {
+            continue;
+        }
+        let prepared = suites::prepare(suite, &config.data_dir, &options)?;
+        let folder = prepared
+            .data_dir
+            .file_name()
+            .expect("a suite folder")
+            .to_string_lossy()
+            .to_string();
+        for table in needed {
+            let prefix = format!("{folder}/{table}/");
+            if !prefixes.iter().any(|(t, p)| *t == table && *p == prefix) {
+                local.push((prepared.data_dir.join(table), prefix.clone()));
+                prefixes.push((table, prefix));
+            }
+        }
+    }
+
+    // The server, the uploads (kept in --s3-root across runs), the proxy.
+    std::fs::create_dir_all(&config.s3_root)?;
+    let server = S3Server::start_in(&config.s3_root, &[BUCKET])?;
+    eprintln!(
+        "S3 server: {} at {} (objects in {})",
+        server.binary().display(),
+        server.endpoint(),
+        config.s3_root.display()
+    );
+    if !server.binary().to_string_lossy().contains("/release/") {
+        eprintln!(
+            "note: a debug build of the S3 server; `bash benches/peers/setup.sh --server` \
+             installs an optimised one for measurements"
+        );
+    }
+    let s3 = client(&server.endpoint())?;
+    for (dir, prefix) in &local {
+        let (files, bytes) = upload_dir(&s3, dir, prefix).await?;
+        if files > 0 {
+            eprintln!(
+                "uploaded {files} files ({:.1} MiB) to s3://{BUCKET}/{prefix}",
+                mib(bytes as f64)
+            );
+        }
+    }
+    let proxy = LatencyProxy::start(server.addr(), ProxyConfig::from(&config.store)).await?;
+
+    // The engines that can run.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/peers.py");
+    let mut engines = vec![];
+    let mut skipped = vec![];
+    for engine in Engine::all() {
+        match engine {
+            Engine::DataFusion(_) => engines.push(engine),
+            Engine::Python(_) => {}
+        }
+    }
+    for (name, probe) in probe_python(&config, &script) {
+        match probe {
+            Ok(version) => {
+                eprintln!("{name}: {version}");
+                engines.push(Engine::Python(name));
+            }
+            Err(why) => {
+                eprintln!("SKIPPED {name}: {why}");
+                skipped.push((name.to_string(), why));
+            }
+        }
+    }
+
+    let mut peers = Peers {
+        config: config.clone(),
+        engines: engines.clone(),
+        skipped,
+        queries: queries.clone(),
+        runs: vec![],
+    };
+    let exe = std::env::current_exe()?;
+    for iteration in 0..config.iterations {
+        let mut order = engines.clone();
+        if iteration % 2 == 1 {
+            order.reverse();
+        }
+        for query in &queries {
+            for engine in &order {
+                let tables: Vec<String> = query
+                    .tables
+                    .iter()
+                    .map(|t| {
+                        let (_, prefix) = prefixes.iter().find(|(n, _)| n == t).expect("uploaded");
+                        format!("{t}={prefix}")
+                    })
+                    .collect();
+                let mut command = match engine {
+                    Engine::DataFusion(policy) => {
+                        let mut c = Command::new(&exe);
+                        c.arg("peer-worker")
+                            .args(["--endpoint", &proxy.endpoint()])
+                            .args(["--policy", policy.name()])
+                            .args(["--partitions", &config.partitions.to_string()])
+                            .args(["--sql", &query.sql]);
+                        if *policy != PrefetchPolicy::Off {
+                            for (k, v) in &config.settings {
+                                c.args(["--setting", &format!("{k}={v}")]);
+                            }
+                        }
+                        for t in &tables {
+                            c.args(["--table", t]);
+                        }
+                        c
+                    }
+                    Engine::Python(name) => {
+                        let mut c = Command::new(&config.python);
+                        c.arg(&script)
+                            .arg("run")
+                            .args(["--engine", name])
+                            .args(["--endpoint", &proxy.endpoint()])
+                            .args(["--bucket", BUCKET])
+                            .args(["--query", &query.name])
+                            .args(["--sql", &query.sql])
+                            .args(["--access-key", ACCESS_KEY])
+                            .args(["--secret-key", SECRET_KEY])
+                            .args(["--region", REGION]);
+                        for t in &tables {
+                            c.args(["--table", t]);
+                        }
+                        c
+                    }
+                };
+                command
+                    .env("AWS_EC2_METADATA_DISABLED", "true")
+                    .env_remove("AWS_PROFILE")
+                    .env_remove("HTTP_PROXY")
+                    .env_remove("HTTPS_PROXY")
+                    .env_remove("http_proxy")
+                    .env_remove("https_proxy");
+                proxy.stats().reset();
+                let timeout = config.timeout;
+                let outcome = tokio::task::spawn_blocking(move || run_child(command, timeout))
+                    .await
+                    .map_err(|e| DataFusionError::External(Box::new(e)))?;
+                let counts = proxy.stats().counts();
+                let error = match &outcome {
+                    Err(e) => Some(e.clone()),
+                    Ok(r) => r.error.clone(),
+                };
+                let reported = outcome.ok();
+                let field =
+                    |f: fn(&Reported) -> Option<f64>| reported.as_ref().and_then(f).unwrap_or(0.0);
+                let run = PeerRun {
+                    query: query.name.clone(),
+                    engine: engine.name(),
+                    iteration,
+                    latency: config.latency_label.clone(),
+                    partitions: config.partitions,
+                    wall_ms: field(|r| r.wall_ms),
+                    rows: reported.as_ref().and_then(|r| r.rows).unwrap_or(0),
+                    checksum: reported
+                        .as_ref()
+                        .and_then(|r| r.checksum.clone())
+                        .unwrap_or_default(),
+                    peak_rss_bytes: reported
+                        .as_ref()
+                        .and_then(|r| r.peak_rss_bytes)
+                        .unwrap_or(0),
+                    requests: counts.requests,
+                    list_requests: counts.list_requests,
+                    bytes_from_server: counts.bytes_to_clients,
+                    error,
+                    matches_off: false,
+                };
+                match &run.error {
+                    None => eprintln!(
+                        "{:<14} {:<22} {:>9.1} ms  {:>6} requests  {:>8.1} MiB  rss {:>7.1} MiB  {} rows {}",
+                        run.query,
+                        run.engine,
+                        run.wall_ms,
+                        run.requests,
+                        mib(run.bytes_from_server as f64),
+                        mib(run.peak_rss_bytes as f64),
+                        run.rows,
+                        run.checksum
+                    ),
+                    Some(e) => eprintln!("FAILED {} {}: {e}", run.query, run.engine),
+                }
+                if matches!(engine, Engine::DataFusion(_))
+                    && let Some(e) = &run.error
+                {
+                    return Err(format!("{} under {}: {e}", run.query, run.engine).into());
+                }
+                peers.runs.push(run);
+            }
+        }
+    }
+    drop(proxy);
+    drop(server);
+
+    let all_match = peers.check();
+    let markdown = peers.markdown();
+    println!("{markdown}");
+    if let Some(path) = &config.markdown {
+        std::fs::write(path, &markdown)?;
+    }
+    if let Some(path) = &config.json {
+        #[derive(Serialize)]
+        struct Output<'a> {
+            runs: &'a [PeerRun],
+            skipped: &'a [(String, String)],
+        }
+        std::fs::write(
+            path,
+            serde_json::to_string_pretty(&Output {
+                runs: &peers.runs,
+                skipped: &peers.skipped,
+            })?,
+        )?;
+    }
+    Ok(all_match)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::{
+        Date32Array, Decimal128Array, Float64Array, Int64Array, StringArray,
+    };
+    use datafusion::arrow::datatypes::{Field, Schema};
+
+    use super::*;
+
+    #[test]
+    fn the_checksum_is_the_one_peers_py_computes() {
+        // Two rows, in an order the checksum ignores; a decimal and a float of
+        // the same value agree.
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("flag", DataType::Utf8, true),
+            Field::new("sum", DataType::Decimal128(15, 2), true),
+            Field::new("avg", DataType::Float64, true),
+            Field::new("n", DataType::Int64, true),
+            Field::new("day", DataType::Date32, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(vec![Some("R"), None])),
+                Arc::new(
+                    Decimal128Array::from(vec![Some(3_775_000_123), Some(-5)])
+                        .with_precision_and_scale(15, 2)
+                        .unwrap(),
+                ),
+                Arc::new(Float64Array::from(vec![Some(25.522005853), Some(0.0)])),
+                Arc::new(Int64Array::from(vec![Some(1_478_493), None])),
+                Arc::new(Date32Array::from(vec![Some(10_471), Some(0)])),
+            ],
+        )
+        .unwrap();
+        let (rows, checksum) = canonical_checksum(&[batch]).unwrap();
+        assert_eq!(rows, 2);
+        // What benches/peers/peers.py computes for the same rows:
+        //   canonical_checksum([
+        //     ("R", 37750001.23, 25.522005853, 1478493, datetime.date(1998, 9, 2)),
+        //     (None, -0.05, 0.0, None, datetime.date(1970, 1, 1))])
+        assert_eq!(checksum, "005b142bdd37695c");
+    }
+}

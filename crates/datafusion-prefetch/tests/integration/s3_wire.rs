@@ -1,0 +1,506 @@
+//! Over the real wire: object_store's `AmazonS3` client (HTTP, signature V4,
+//! its connection pool and retries) against a real S3-compatible server
+//! (s3s-fs, started on loopback by `datafusion-prefetch-s3server`), under
+//! every policy of `PrefetchPolicy::ALL`.
+//!
+//! Requests are counted by wrapping the `AmazonS3` store in a pass-through
+//! `SimulatedStore` (no latency): every GET it logs is one HTTP request.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::execution::memory_pool::MemoryPool;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::physical_plan::{collect, execute_stream};
+use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use datafusion_prefetch::{PrefetchPolicy, PrefetchStats, enable_prefetch, prefetch_stats};
+use datafusion_prefetch_s3server::{ACCESS_KEY, REGION, S3Server, SECRET_KEY};
+use datafusion_prefetch_simstore::{
+    RequestRecord, SimulatedStore, SimulatedStoreConfig, StoreStats,
+};
+use futures::StreamExt;
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::path::Path;
+use object_store::{BackoffConfig, ObjectStoreExt, RetryConfig};
+use url::Url;
+
+use crate::support::{metadata, parquet_file, settle};
+
+const BUCKET: &str = "data";
+const REGIONS: [&str; 3] = ["north", "south", "west"];
+const FILES_PER_REGION: usize = 4;
+const ROWS: usize = 20_000;
+const ROW_GROUP_ROWS: usize = 5_000;
+/// Column indexes in the files (`id, payload, tag`).
+const ALL_COLUMNS: [usize; 3] = [0, 1, 2];
+const PAYLOAD: usize = 1;
+
+/// A server holding table `t`: 12 files of 4 row groups in 3 hive partitions
+/// (`t/region=<r>/file_<n>.parquet`).
+struct Wire {
+    server: S3Server,
+    files: Vec<(Path, Bytes)>,
+}
+
+fn client(endpoint: &str, secret: &str) -> AmazonS3 {
+    AmazonS3Builder::new()
+        .with_endpoint(endpoint)
+        .with_allow_http(true)
+        .with_virtual_hosted_style_request(false)
+        .with_bucket_name(BUCKET)
+        .with_region(REGION)
+        .with_access_key_id(ACCESS_KEY)
+        .with_secret_access_key(secret)
+        // A stopped server must fail a query in well under a second, not
+        // after object_store's default of 10 retries over 3 minutes.
+        .with_retry(RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: Duration::from_millis(10),
+                max_backoff: Duration::from_millis(50),
+                base: 2.0,
+            },
+            max_retries: 1,
+            retry_timeout: Duration::from_secs(2),
+        })
+        .build()
+        .unwrap()
+}
+
+async fn upload(server: &S3Server) -> Vec<(Path, Bytes)> {
+    let s3 = client(&server.endpoint(), SECRET_KEY);
+    let mut files = vec![];
+    for (r, region) in REGIONS.iter().enumerate() {
+        for n in 0..FILES_PER_REGION {
+            let i = r * FILES_PER_REGION + n;
+            let bytes = parquet_file((i * ROWS) as u64, ROWS, ROW_GROUP_ROWS);
+            let path = Path::from(format!("t/region={region}/file_{i:02}.parquet"));
+            s3.put(&path, bytes.clone().into()).await.unwrap();
+            files.push((path, bytes));
+        }
+    }
+    files
+}
+
+async fn wire() -> Wire {
+    let server = S3Server::start(&[BUCKET]).unwrap_or_else(|e| panic!("{e}"));
+    let files = upload(&server).await;
+    Wire { server, files }
+}
+
+/// A prefetching session reading `t` from the server through a counting wrapper.
+struct Session {
+    ctx: SessionContext,
+    requests: Arc<StoreStats>,
+    pool: Arc<dyn MemoryPool>,
+}
+
+impl Session {
+    async fn new(endpoint: &str, partitions: usize, collect_statistics: bool) -> Self {
+        let runtime = RuntimeEnvBuilder::new().build_arc().unwrap();
+        let pool = Arc::clone(&runtime.memory_pool);
+        let mut config = SessionConfig::new()
+            .with_target_partitions(partitions)
+            .with_information_schema(true);
+        config.options_mut().execution.collect_statistics = collect_statistics;
+        let state = datafusion::execution::SessionStateBuilder::new()
+            .with_config(config)
+            .with_runtime_env(runtime)
+            .with_default_features()
+            .build();
+        let ctx = SessionContext::new_with_state(enable_prefetch(state));
+        let counted =
+            SimulatedStore::new(client(endpoint, SECRET_KEY), SimulatedStoreConfig::none());
+        let requests = counted.stats();
+        ctx.register_object_store(&bucket_url(), Arc::new(counted));
+        let mut options = ParquetReadOptions::default()
+            .table_partition_cols(vec![("region".to_string(), DataType::Utf8)]);
+        let schema = crate::support::schema();
+        if !collect_statistics {
+            // Nothing read at planning: the scan reads every footer itself.
+            options = options.schema(&schema);
+        }
+        ctx.register_parquet("t", format!("s3://{BUCKET}/t/"), options)
+            .await
+            .unwrap();
+        Self {
+            ctx,
+            requests,
+            pool,
+        }
+    }
+
+    async fn set(&self, key: &str, value: &str) {
+        self.ctx
+            .sql(&format!("SET {key} = '{value}'"))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+    }
+
+    async fn policy(&self, policy: PrefetchPolicy) {
+        self.set("prefetch.policy", policy.name()).await;
+    }
+
+    /// Run `sql`: its pretty-printed result (or error) and its scans' stats.
+    async fn run(&self, sql: &str) -> (Result<String, String>, Vec<Arc<PrefetchStats>>) {
+        let plan = self
+            .ctx
+            .sql(sql)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
+        let stats = prefetch_stats(&plan);
+        let result = collect(plan, self.ctx.task_ctx())
+            .await
+            .map(|batches| pretty_format_batches(&batches).unwrap().to_string())
+            .map_err(|e| e.to_string());
+        (result, stats)
+    }
+
+    /// After a query: nothing staged, no task running, nothing reserved.
+    async fn assert_clean(&self, stats: &[Arc<PrefetchStats>], what: &str) {
+        for scan in stats {
+            settle(scan).await;
+            assert_eq!(scan.staged_bytes(), 0, "{what}: bytes left staged");
+            assert_eq!(scan.live_tasks(), 0, "{what}: tasks left running");
+        }
+        assert_eq!(self.pool.reserved(), 0, "{what}: memory left reserved");
+    }
+}
+
+fn bucket_url() -> Url {
+    Url::parse(&format!("s3://{BUCKET}")).unwrap()
+}
+
+fn chunk_range(file: &Bytes, row_group: usize, column: usize) -> Range<u64> {
+    let (start, len) = metadata(file)
+        .row_group(row_group)
+        .column(column)
+        .byte_range();
+    start..start + len
+}
+
+/// What the GETs of one file did.
+#[derive(Debug)]
+struct FileRequests {
+    /// GETs whose range ends at the end of the file: footer reads.
+    footer_gets: usize,
+    /// All other GETs.
+    data_gets: usize,
+    bytes: u64,
+}
+
+/// Check the GETs `records` made for `files`: no byte of a non-footer GET
+/// fetched twice, every chunk of `columns` covered, and per file the counts.
+fn check_requests(
+    records: &[RequestRecord],
+    files: &[(Path, Bytes)],
+    columns: &[usize],
+    what: &str,
+) -> Vec<FileRequests> {
+    files
+        .iter()
+        .map(|(path, bytes)| {
+            let size = bytes.len() as u64;
+            let ranges: Vec<Range<u64>> = records
+                .iter()
+                .filter(|r| r.path == path.as_ref())
+                .map(|r| {
+                    r.range
+                        .clone()
+                        .unwrap_or_else(|| panic!("{what}: {path}: a GET failed: {r:?}"))
+                })
+                .collect();
+            let (footers, mut data): (Vec<_>, Vec<_>) =
+                ranges.iter().cloned().partition(|r| r.end == size);
+            data.sort_by_key(|r| r.start);
+            for pair in data.windows(2) {
+                assert!(
+                    pair[0].end <= pair[1].start,
+                    "{what}: {path}: bytes fetched twice: {:?} and {:?} (all: {ranges:?})",
+                    pair[0],
+                    pair[1]
+                );
+            }
+            for row_group in 0..metadata(bytes).num_row_groups() {
+                for &column in columns {
+                    let chunk = chunk_range(bytes, row_group, column);
+                    let mut covered = chunk.start;
+                    let mut sorted = ranges.clone();
+                    sorted.sort_by_key(|r| r.start);
+                    for r in &sorted {
+                        if r.start <= covered && r.end > covered {
+                            covered = r.end;
+                        }
+                    }
+                    assert!(
+                        covered >= chunk.end,
+                        "{what}: {path}: row group {row_group} column {column} ({chunk:?}) \
+                         not fetched: {ranges:?}"
+                    );
+                }
+            }
+            FileRequests {
+                footer_gets: footers.len(),
+                data_gets: data.len(),
+                bytes: ranges.iter().map(|r| r.end - r.start).sum(),
+            }
+        })
+        .collect()
+}
+
+const QUERIES: [&str; 5] = [
+    "SELECT region, count(*), sum(payload), min(id), max(tag) FROM t GROUP BY region ORDER BY region",
+    "SELECT id, payload, region FROM t WHERE payload > 995000 ORDER BY id",
+    "SELECT tag, count(*), sum(payload) FROM t WHERE region = 'south' GROUP BY tag ORDER BY tag",
+    "SELECT id, tag FROM t ORDER BY payload DESC, id LIMIT 5",
+    "SELECT count(*), sum(id), sum(payload), count(tag) FROM t",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_policy_returns_what_off_returns_over_the_wire() {
+    let wire = wire().await;
+    for partitions in [1, 3] {
+        let session = Session::new(&wire.server.endpoint(), partitions, true).await;
+        for sql in QUERIES {
+            session.policy(PrefetchPolicy::Off).await;
+            let (expected, _) = session.run(sql).await;
+            let expected = expected.unwrap_or_else(|e| panic!("off: {sql}: {e}"));
+            assert!(expected.lines().count() > 4, "{sql} returned nothing");
+            for policy in PrefetchPolicy::ALL {
+                session.policy(policy).await;
+                let (result, stats) = session.run(sql).await;
+                let what = format!("{policy}, {partitions} partition(s): {sql}");
+                assert_eq!(result.as_ref(), Ok(&expected), "{what}");
+                if policy != PrefetchPolicy::Off && sql.starts_with("SELECT region") {
+                    // The scan really ran under the policy, over HTTP.
+                    assert!(!stats.is_empty(), "{what}: not a prefetching scan");
+                    assert!(stats[0].requests() > 0, "{what}: no request counted");
+                }
+                session.assert_clean(&stats, &what).await;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_range_is_fetched_once_and_no_footer_twice() {
+    let wire = wire().await;
+    let full = "SELECT count(*), sum(id), sum(payload), count(tag) FROM t";
+    let payload_only = "SELECT sum(payload) FROM t";
+    let row_groups = ROWS.div_ceil(ROW_GROUP_ROWS);
+    let mut off_bytes = None;
+    for policy in PrefetchPolicy::ALL {
+        // Footers read at planning (statistics collected), once per file.
+        let session = Session::new(&wire.server.endpoint(), 3, true).await;
+        let planning = check_requests(&session.requests.records(), &wire.files, &[], "planning");
+        for (file, (path, _)) in planning.iter().zip(&wire.files) {
+            assert_eq!(
+                file.footer_gets, 1,
+                "{policy}: planning read {path}'s footer: {file:?}"
+            );
+        }
+        session.policy(policy).await;
+
+        session.requests.reset();
+        let (result, stats) = session.run(full).await;
+        result.unwrap_or_else(|e| panic!("{policy}: {e}"));
+        let what = format!("{policy}, all columns");
+        let scan = check_requests(
+            &session.requests.records(),
+            &wire.files,
+            &ALL_COLUMNS,
+            &what,
+        );
+        for (file, (path, _)) in scan.iter().zip(&wire.files) {
+            // The footer came from the metadata cache, also when opened ahead.
+            assert_eq!(
+                file.footer_gets, 0,
+                "{what}: {path}'s footer read again: {file:?}"
+            );
+            if policy == PrefetchPolicy::Off {
+                // Stock DataFusion: one GET per row group (its chunks coalesced).
+                assert_eq!(file.data_gets, row_groups, "{what}: {path}: {file:?}");
+            }
+        }
+        let bytes: u64 = scan.iter().map(|f| f.bytes).sum();
+        let off_bytes = *off_bytes.get_or_insert(bytes);
+        assert_eq!(bytes, off_bytes, "{what}: bytes fetched differ from off");
+        if policy != PrefetchPolicy::Off {
+            assert!(
+                stats[0].bytes_fetched_ahead() > 0,
+                "{what}: nothing read ahead"
+            );
+            assert_eq!(stats[0].bytes_wasted(), 0, "{what}: waste on a full scan");
+        }
+        session.assert_clean(&stats, &what).await;
+
+        session.requests.reset();
+        let (result, stats) = session.run(payload_only).await;
+        result.unwrap_or_else(|e| panic!("{policy}: {e}"));
+        let what = format!("{policy}, payload only");
+        let scan = check_requests(&session.requests.records(), &wire.files, &[PAYLOAD], &what);
+        assert!(scan.iter().all(|f| f.footer_gets == 0), "{what}: {scan:?}");
+        session.assert_clean(&stats, &what).await;
+
+        // Footers not read at planning: the scan reads each once, also when the
+        // scheduler opens files ahead. (One partition: with several, stock
+        // DataFusion 55 itself now and then reads a footer twice.)
+        let cold = Session::new(&wire.server.endpoint(), 1, false).await;
+        assert_eq!(
+            cold.requests.get_requests(),
+            0,
+            "{policy}: planning read data"
+        );
+        cold.policy(policy).await;
+        let (result, stats) = cold.run(payload_only).await;
+        result.unwrap_or_else(|e| panic!("{policy}: {e}"));
+        let what = format!("{policy}, footers read by the scan");
+        let scan = check_requests(&cold.requests.records(), &wire.files, &[PAYLOAD], &what);
+        for (file, (path, _)) in scan.iter().zip(&wire.files) {
+            assert_eq!(file.footer_gets, 1, "{what}: {path}: {file:?}");
+        }
+        cold.assert_clean(&stats, &what).await;
+    }
+}
+
+/// The error of `sql`, which must fail, once the query left nothing behind.
+async fn failure(session: &Session, sql: &str, what: &str) -> String {
+    let (result, stats) = tokio::time::timeout(Duration::from_secs(30), session.run(sql))
+        .await
+        .unwrap_or_else(|_| panic!("{what}: the query hangs"));
+    let err = result.expect_err(what);
+    session.assert_clean(&stats, what).await;
+    err
+}
+
+/// Start `SELECT id, payload, tag FROM t` on one partition with a small
+/// read-ahead, so that most of the table is still on the server after its
+/// first batch; return the stream, its scans' stats and the first batch's rows.
+async fn start_scan(
+    session: &Session,
+) -> (
+    datafusion::execution::SendableRecordBatchStream,
+    Vec<Arc<PrefetchStats>>,
+    usize,
+) {
+    session.set("prefetch.read_ahead_window", "128KiB").await;
+    session.set("prefetch.memory_budget", "256KiB").await;
+    session.set("prefetch.file_open_depth", "1").await;
+    session.set("prefetch.eager_first_read_cap", "64KiB").await;
+    let plan = session
+        .ctx
+        .sql("SELECT id, payload, tag FROM t")
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let stats = prefetch_stats(&plan);
+    let mut stream = execute_stream(plan, session.ctx.task_ctx()).unwrap();
+    let first = stream.next().await.unwrap().unwrap();
+    assert!(first.num_rows() > 0);
+    (stream, stats, first.num_rows())
+}
+
+/// Drain a started scan, which must fail; its error, once nothing is left behind.
+async fn scan_failure(
+    session: &Session,
+    mut stream: datafusion::execution::SendableRecordBatchStream,
+    stats: &[Arc<PrefetchStats>],
+    what: &str,
+) -> String {
+    let drained = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut rows = 0;
+        while let Some(batch) = stream.next().await {
+            match batch {
+                Ok(batch) => rows += batch.num_rows(),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok(rows)
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{what}: the scan hangs"));
+    drop(stream);
+    let err = drained.expect_err(what);
+    session.assert_clean(stats, what).await;
+    err
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_deleted_mid_scan_fails_the_query_with_its_name() {
+    let wire = wire().await;
+    let s3 = client(&wire.server.endpoint(), SECRET_KEY);
+    // Listed and its footer cached at planning; the scan reaches it last.
+    let (gone, bytes) = wire.files.last().unwrap();
+    for policy in PrefetchPolicy::ALL {
+        let session = Session::new(&wire.server.endpoint(), 1, true).await;
+        session.policy(policy).await;
+        let (stream, stats, _) = start_scan(&session).await;
+        s3.delete(gone).await.unwrap();
+        let what = format!("{policy}: object deleted mid-scan");
+        let err = scan_failure(&session, stream, &stats, &what).await;
+        assert!(err.contains(gone.as_ref()), "{what}: {err}");
+        assert!(err.contains("not found"), "{what}: {err}");
+        s3.put(gone, bytes.clone().into()).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_credentials_fail_with_the_servers_refusal() {
+    let wire = wire().await;
+    let endpoint = wire.server.endpoint();
+
+    // Listing with a wrong secret: the server refuses to list.
+    let ctx = SessionContext::new_with_state(enable_prefetch(SessionContext::new().state()));
+    ctx.register_object_store(&bucket_url(), Arc::new(client(&endpoint, "wrong-secret")));
+    let err = ctx
+        .register_parquet(
+            "t",
+            format!("s3://{BUCKET}/t/"),
+            ParquetReadOptions::default(),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("403 Forbidden"), "{err}");
+    assert!(err.contains("SignatureDoesNotMatch"), "{err}");
+
+    // Planned with good credentials, scanned with a wrong secret.
+    for policy in PrefetchPolicy::ALL {
+        let session = Session::new(&endpoint, 2, true).await;
+        session.policy(policy).await;
+        session
+            .ctx
+            .register_object_store(&bucket_url(), Arc::new(client(&endpoint, "wrong-secret")));
+        let what = format!("{policy}: wrong secret");
+        let err = failure(&session, "SELECT sum(payload) FROM t", &what).await;
+        assert!(err.contains("403 Forbidden"), "{what}: {err}");
+        assert!(err.contains("SignatureDoesNotMatch"), "{what}: {err}");
+        assert!(err.contains(".parquet"), "{what}: names no file: {err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_scan_fails_the_query_and_leaves_nothing_staged() {
+    for policy in PrefetchPolicy::ALL {
+        let mut wire = wire().await;
+        let session = Session::new(&wire.server.endpoint(), 1, true).await;
+        session.policy(policy).await;
+        let (stream, stats, _) = start_scan(&session).await;
+        wire.server.kill();
+        let what = format!("{policy}: server killed");
+        let err = scan_failure(&session, stream, &stats, &what).await;
+        assert!(err.contains("error sending request"), "{what}: {err}");
+        assert!(err.contains(".parquet"), "{what}: names no file: {err}");
+    }
+}
