@@ -185,6 +185,16 @@ struct SliceState {
     cursor: Option<usize>,
     /// Pages whose read-ahead failed: left to the decoder from then on.
     given_up: BTreeSet<u64>,
+    /// The decoder left staged pages untaken (page-index pruning, a filter,
+    /// a dynamic filter skipping row groups): the plan over-predicts what is
+    /// read, so no more of this file is fetched ahead.
+    unpredictable: bool,
+    /// A decoder asked for every page the plan gave its slice: the plan
+    /// matches what is read. Until then only the first slice is fetched ahead,
+    /// so a scan that reads pages selectively wastes one slice, not a window.
+    confirmed: bool,
+    /// Planned pages of the current slice its decoder has asked for.
+    requested: BTreeSet<u64>,
 }
 
 /// Bytes fetched ahead for a decoder: a whole column chunk (row-group
@@ -249,6 +259,9 @@ pub struct ScanCore {
     staged: BTreeMap<PieceKey, StagedPiece>,
     /// Oversized pages already counted.
     oversized: BTreeSet<PieceKey>,
+    /// Some page-granular file was read more selectively than planned: the
+    /// scan's decoders skip pages, so upcoming files are not read eagerly.
+    page_selective: bool,
     live_fetches: BTreeMap<FetchId, LiveFetch>,
     partition_staged: BTreeMap<PartitionId, u64>,
     next_fetch: u64,
@@ -270,6 +283,7 @@ impl ScanCore {
             projection: None,
             staged: BTreeMap::new(),
             oversized: BTreeSet::new(),
+            page_selective: false,
             live_fetches: BTreeMap::new(),
             partition_staged: BTreeMap::new(),
             next_fetch: 0,
@@ -355,6 +369,9 @@ impl ScanCore {
                     plan: Arc::new(plan),
                     cursor: None,
                     given_up: BTreeSet::new(),
+                    unpredictable: false,
+                    confirmed: false,
+                    requested: BTreeSet::new(),
                 });
             }
         }
@@ -375,9 +392,21 @@ impl ScanCore {
             return vec![];
         };
         state.cursor = Some(slice);
-        let mut actions = self.release_where(|&(f, _), piece| {
+        state.requested.clear();
+        let passed = |f: FileId, piece: &StagedPiece| {
             f == file && piece.last_slice.is_some_and(|last| last < slice)
-        });
+        };
+        let left_untaken = self
+            .staged
+            .iter()
+            .any(|(&(f, _), piece)| passed(f, piece) && piece.taken < piece.len());
+        if left_untaken {
+            if let Some(state) = self.files[file].slices.as_mut() {
+                state.unpredictable = true;
+            }
+            self.page_selective = true;
+        }
+        let mut actions = self.release_where(|&(f, _), piece| passed(f, piece));
         actions.extend(self.pump());
         actions
     }
@@ -436,6 +465,26 @@ impl ScanCore {
                     plan.demand.push(range.clone());
                 }
             }
+        }
+
+        if let Some(slices) = self.files[file].slices.as_mut()
+            && let Some(cursor) = slices.cursor
+            && !slices.confirmed
+        {
+            let planned = slices
+                .plan
+                .pieces
+                .get(cursor)
+                .map_or(&[][..], Vec::as_slice);
+            for range in ranges {
+                if planned.iter().any(|p| p.bytes == *range) {
+                    slices.requested.insert(range.start);
+                }
+            }
+            slices.confirmed = !planned.is_empty()
+                && planned
+                    .iter()
+                    .all(|p| slices.requested.contains(&p.bytes.start));
         }
 
         // Release what the decoder has fully taken or moved past.
@@ -696,11 +745,19 @@ impl ScanCore {
         let Some(slices) = self.files[file].slices.as_ref() else {
             return vec![];
         };
+        if slices.unpredictable {
+            return vec![];
+        }
         let plan = &slices.plan;
+        let last = if slices.confirmed {
+            plan.slices.len()
+        } else {
+            1.min(plan.slices.len())
+        };
         let mut seen = BTreeSet::new();
         let mut total = 0u64;
         let mut out = vec![];
-        for slice in first..plan.slices.len() {
+        for slice in first..last {
             let row_group = plan.slices[slice].row_group;
             for piece in &plan.pieces[slice] {
                 let start = piece.bytes.start;
@@ -765,6 +822,9 @@ impl ScanCore {
                 let state = &self.files[file];
                 if state.open_ahead_requested && !state.ever_opened && !state.finished {
                     let eager = if let Some(slices) = &state.slices {
+                        if self.page_selective {
+                            continue;
+                        }
                         // The first slice: enough to start decoding at once.
                         let first = plan_bytes(&slices.plan, 0).min(cap);
                         self.slices_ahead(file, 0, first)

@@ -432,32 +432,39 @@ fn streaming_fetches_slices_in_decode_order_and_releases_them_as_the_decoder_pas
     let pieces = |slice: usize| -> Vec<Range<u64>> {
         plan.pieces[slice].iter().map(|p| p.bytes.clone()).collect()
     };
-    // The 2 MiB window holds the first three slices, one request per slice,
-    // in decode order.
+    // Until a decoder confirms the plan, only the first slice is fetched.
     let fetches = fetched(&actions);
-    assert_eq!(fetches.len(), 3);
+    assert_eq!(fetches.len(), 1);
     assert_eq!(fetches[0].1, pieces(0));
-    assert_eq!(fetches[2].1, pieces(2));
-    assert_eq!(core.stats().staged_bytes, 2000 * 1024);
 
     core.slice_started(0, 0);
     let read = core.plan_read(0, &pieces(0));
     assert!(read.demand.is_empty(), "slice 0 was staged");
     assert_eq!(released(&read.actions), 1, "taken whole: released");
+    // Confirmed: the 2 MiB window now holds slices 1 and 2, one request per
+    // slice, in decode order.
+    let next: Vec<_> = fetched(&read.actions).into_iter().map(|(_, r)| r).collect();
+    assert_eq!(next, vec![pieces(1), pieces(2)]);
+    assert_eq!(core.stats().staged_bytes, 1600 * 1024);
     assert_eq!(core.stats().files_page_granular, 1);
     assert_eq!(core.stats().bytes_page_granular, 400 * 1024);
 
     core.slice_started(0, 1);
     let read = core.plan_read(0, &pieces(1));
     assert!(read.demand.is_empty());
-    // Slices 3 and 4 take the room slices 0 and 1 left.
+    // Slices 3 and 4 take the room slice 1 left.
     let next: Vec<_> = fetched(&read.actions).into_iter().map(|(_, r)| r).collect();
     assert_eq!(next, vec![pieces(3), pieces(4)]);
 
-    // Slice 2 is skipped by the decoder (pruned): moving to slice 3 releases it.
+    // Slice 2 is skipped by the decoder (pruned): moving to slice 3 releases
+    // it, and the file is read ahead no further (the plan over-predicts).
     let actions = core.slice_started(0, 3);
     assert_eq!(released(&actions), 1);
     assert_eq!(core.stats().bytes_wasted, 800 * 1024);
+    let read = core.plan_read(0, &pieces(3));
+    assert!(read.demand.is_empty(), "already staged");
+    let actions = core.slice_started(0, 4);
+    assert!(fetched(&actions).is_empty());
     core.reader_closed(0);
     assert_eq!(core.stats().staged_bytes, 0);
 }
@@ -515,24 +522,27 @@ fn upcoming_files_get_their_first_slice_within_half_the_window() {
     assert!(fetched(&core.metadata_known(1, Arc::clone(&layout))).is_empty());
     assert!(fetched(&core.metadata_known(2, Arc::clone(&layout))).is_empty());
     let actions = core.metadata_known(0, Arc::clone(&layout));
-    let files: Vec<FileId> = fetched(&actions).iter().map(|(f, _)| *f).collect();
-    // File 0 fills the window first (its five slices, 3,200 KiB of 4 MiB);
-    // upcoming files would exceed half of it, so they wait.
-    assert_eq!(files, vec![0; 5]);
+    // Then file 0's first slice, and the upcoming files' first slices.
     let plan = core.slice_plan(0).unwrap();
-    let mut upcoming = vec![];
-    for slice in 0..plan.slices.len() {
-        core.slice_started(0, slice);
-        let ranges: Vec<_> = plan.pieces[slice].iter().map(|p| p.bytes.clone()).collect();
-        let read = core.plan_read(0, &ranges);
-        upcoming.extend(fetched(&read.actions));
-    }
-    // As file 0's slices are taken, files 1 and 2 get their first slice each
-    // (one request of 400 KiB), and no more.
     let first_slice: Vec<_> = plan.pieces[0].iter().map(|p| p.bytes.clone()).collect();
-    assert_eq!(upcoming, vec![(1, first_slice.clone()), (2, first_slice)]);
+    assert_eq!(
+        fetched(&actions),
+        vec![
+            (0, first_slice.clone()),
+            (1, first_slice.clone()),
+            (2, first_slice.clone())
+        ]
+    );
+
+    // With a 1 MiB window, upcoming files get at most half of it: file 0's
+    // first slice (400 KiB) leaves no room for another.
+    let mut core = streaming_core(3, MIB, 100 * MIB);
+    core.reader_opened(0, 0);
+    core.metadata_known(1, Arc::clone(&layout));
+    let actions = core.metadata_known(0, Arc::clone(&layout));
+    assert_eq!(fetched(&actions), vec![(0, first_slice)]);
     for (_, staged) in core.partition_staged() {
-        assert!(staged <= 2 * MIB);
+        assert!(staged <= MIB / 2);
     }
 }
 
