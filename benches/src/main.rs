@@ -35,7 +35,7 @@ use crate::suites::{ClickbenchCopy, Query, Suite, SuiteOptions};
 #[derive(Debug, Parser)]
 #[command(name = "prefetch-bench", version, about)]
 struct Args {
-    /// Suite to run: cross_file, single_row_group, many_small_files, tpch,
+    /// Suite to run: cross_file, single_row_group, four_row_groups, many_small_files, tpch,
     /// clickbench, or peers (against other engines over a real S3 server).
     #[arg(long)]
     suite: String,

@@ -40,9 +40,10 @@ pub struct Suite {
 }
 
 /// Every suite this binary knows.
-pub const SUITES: [&str; 5] = [
+pub const SUITES: [&str; 6] = [
     "cross_file",
     "single_row_group",
+    "four_row_groups",
     "many_small_files",
     "tpch",
     "clickbench",
@@ -185,7 +186,7 @@ fn definition(name: &str, options: &SuiteOptions) -> Result<Definition> {
     };
     Ok(match name {
         "cross_file" => one_table(vec![("sum_payload", "SELECT sum(payload) FROM t")]),
-        "single_row_group" => one_table(vec![(
+        "single_row_group" | "four_row_groups" => one_table(vec![(
             "full_scan",
             "SELECT sum(payload), sum(payload_2), sum(payload_3), sum(payload_4), max(id) FROM t",
         )]),
@@ -257,6 +258,8 @@ fn generate(name: &str, dir: &Path, options: &SuiteOptions) -> Result<()> {
         "cross_file" => write_id_payload(&dir.join("t"), 20, 1_000_000, 1_000_000, 1),
         // One ~300 MB file in a single 8M-row row group (id and four payloads).
         "single_row_group" => write_id_payload(&dir.join("t"), 1, 8_000_000, 8_000_000, 4),
+        // The same data in four row groups of ~77 MB: a budget below a row group.
+        "four_row_groups" => write_id_payload(&dir.join("t"), 1, 8_000_000, 2_000_000, 4),
         // 1,000 files of about 100 KB each.
         "many_small_files" => write_id_payload(&dir.join("t"), 1_000, 6_000, 6_000, 1),
         "tpch" => tpch::generate(dir, options.scale),

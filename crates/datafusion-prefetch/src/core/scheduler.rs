@@ -114,6 +114,10 @@ pub struct ReadPlan {
     /// `batched` only: extra ranges to fetch in the same request as the demand,
     /// staged under the given id.
     pub widened: Option<(FetchId, Vec<Range<u64>>)>,
+    /// `streaming`: demanded pages a later slice reads too (dictionary pages,
+    /// pages cut by a slice boundary), kept staged under the given id once the
+    /// demand read lands: `(id, positions in demand)`.
+    pub retained: Option<(FetchId, Vec<usize>)>,
     /// Background work to start.
     pub actions: Vec<Action>,
 }
@@ -262,6 +266,10 @@ pub struct ScanCore {
     /// Some page-granular file was read more selectively than planned: the
     /// scan's decoders skip pages, so upcoming files are not read eagerly.
     page_selective: bool,
+    /// Some decoder of this scan read every page planned for its slice: the
+    /// plans of the scan's other files are trusted too (same query, same
+    /// projection) until a file turns out page-selective.
+    plans_confirmed: bool,
     live_fetches: BTreeMap<FetchId, LiveFetch>,
     partition_staged: BTreeMap<PartitionId, u64>,
     next_fetch: u64,
@@ -284,6 +292,7 @@ impl ScanCore {
             staged: BTreeMap::new(),
             oversized: BTreeSet::new(),
             page_selective: false,
+            plans_confirmed: false,
             live_fetches: BTreeMap::new(),
             partition_staged: BTreeMap::new(),
             next_fetch: 0,
@@ -485,6 +494,7 @@ impl ScanCore {
                 && planned
                     .iter()
                     .all(|p| slices.requested.contains(&p.bytes.start));
+            self.plans_confirmed |= slices.confirmed;
         }
 
         // Release what the decoder has fully taken or moved past.
@@ -511,6 +521,8 @@ impl ScanCore {
             }
         }));
 
+        plan.retained = self.retain_shared_pages(file, &plan.demand);
+
         match self.config.policy {
             // Batched only widens a request that is being made anyway.
             PrefetchPolicy::Batched if !plan.demand.is_empty() => {
@@ -525,6 +537,76 @@ impl ScanCore {
             PrefetchPolicy::Batched | PrefetchPolicy::Off => {}
         }
         plan
+    }
+
+    /// Demanded pages of the current slice that a later slice reads too: stage
+    /// them from the demand read (within the window and budget) so the next
+    /// slices do not fetch them again — or, via the store's range merging,
+    /// everything between a dictionary page and their own pages.
+    fn retain_shared_pages(
+        &mut self,
+        file: FileId,
+        demand: &[Range<u64>],
+    ) -> Option<(FetchId, Vec<usize>)> {
+        let slices = self.files[file].slices.as_ref()?;
+        let cursor = slices.cursor?;
+        let planned = slices.plan.pieces.get(cursor)?;
+        let row_group = slices.plan.slices[cursor].row_group;
+        let shared: Vec<(usize, usize, usize)> = demand
+            .iter()
+            .enumerate()
+            .filter_map(|(position, range)| {
+                let piece = planned
+                    .iter()
+                    .find(|p| p.bytes == *range && p.last_slice > cursor)?;
+                Some((position, piece.column, piece.last_slice))
+            })
+            .collect();
+        if shared.is_empty() {
+            return None;
+        }
+        let partition = self.files[file].charged_to;
+        let id = FetchId(self.next_fetch);
+        let mut kept = vec![];
+        for (position, column, last_slice) in shared {
+            let range = demand[position].clone();
+            let len = range.end - range.start;
+            let partition_staged = self.partition_staged.get(&partition).copied().unwrap_or(0);
+            if self.staged.contains_key(&(file, range.start))
+                || self.stats.staged_bytes + len > self.config.memory_budget
+                || partition_staged + len > self.config.read_ahead_window
+            {
+                continue;
+            }
+            let piece = StagedPiece {
+                fetch: id,
+                index: kept.len(),
+                range: range.clone(),
+                // The demand read that stages it also serves it.
+                taken: len,
+                partition,
+                row_group,
+                column,
+                last_slice: Some(last_slice),
+            };
+            self.live_fetches.entry(id).or_default().chunks += 1;
+            if let Some(fetch) = self.live_fetches.get_mut(&id) {
+                fetch.served = true;
+            }
+            *self.partition_staged.entry(partition).or_default() += len;
+            self.stats.staged_bytes += len;
+            self.stats.bytes_fetched_ahead += len;
+            self.stats.bytes_served_from_prefetch += len;
+            self.stats.peak_staged_bytes =
+                self.stats.peak_staged_bytes.max(self.stats.staged_bytes);
+            self.staged.insert((file, range.start), piece);
+            kept.push(position);
+        }
+        if kept.is_empty() {
+            return None;
+        }
+        self.next_fetch += 1;
+        Some((id, kept))
     }
 
     /// The staged piece of `file` that holds all of `range`, if any.
@@ -749,7 +831,8 @@ impl ScanCore {
             return vec![];
         }
         let plan = &slices.plan;
-        let last = if slices.confirmed {
+        let trusted = slices.confirmed || (self.plans_confirmed && !self.page_selective);
+        let last = if trusted {
             plan.slices.len()
         } else {
             1.min(plan.slices.len())
@@ -825,8 +908,13 @@ impl ScanCore {
                         if self.page_selective {
                             continue;
                         }
-                        // The first slice: enough to start decoding at once.
-                        let first = plan_bytes(&slices.plan, 0).min(cap);
+                        // The first slice: enough to start decoding at once;
+                        // more, up to the cap, once the scan's plans proved right.
+                        let first = if self.plans_confirmed {
+                            cap
+                        } else {
+                            plan_bytes(&slices.plan, 0).min(cap)
+                        };
                         self.slices_ahead(file, 0, first)
                     } else if !self.learned_paths.is_empty() {
                         self.leading_row_groups(file, cap)

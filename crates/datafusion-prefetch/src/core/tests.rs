@@ -498,6 +498,39 @@ fn a_dictionary_page_stays_staged_until_the_last_slice_of_its_row_group() {
 }
 
 #[test]
+fn a_demanded_dictionary_page_is_kept_for_the_later_slices() {
+    let layout = paged_layout(50 * 1024);
+    let mut core = streaming_core(1, 8 * MIB, 100 * MIB);
+    core.reader_opened(0, 0);
+    let actions = core.metadata_known(0, Arc::clone(&layout));
+    let Some(Action::Fetch { id, .. }) = actions.first() else {
+        panic!("slice 0 fetched ahead: {actions:?}");
+    };
+    // The read-ahead of slice 0 fails: its decoder demands every page.
+    core.fetch_failed(*id);
+    let plan = core.slice_plan(0).unwrap();
+    let pieces = |slice: usize| -> Vec<Range<u64>> {
+        plan.pieces[slice].iter().map(|p| p.bytes.clone()).collect()
+    };
+    let dictionary = layout.pages.as_ref().unwrap()[0][1]
+        .dictionary
+        .clone()
+        .unwrap();
+    core.slice_started(0, 0);
+    let read = core.plan_read(0, &pieces(0));
+    assert_eq!(read.demand, pieces(0));
+    let position = read.demand.iter().position(|r| *r == dictionary).unwrap();
+    let (_, kept) = read.retained.expect("the dictionary page is kept");
+    assert_eq!(kept, vec![position]);
+    // The next slice takes it from staging.
+    core.slice_started(0, 1);
+    let read = core.plan_read(0, &pieces(1));
+    assert!(!read.demand.contains(&dictionary));
+    core.reader_closed(0);
+    assert_eq!(core.stats().staged_bytes, 0);
+}
+
+#[test]
 fn a_page_larger_than_the_window_is_read_alone_and_counted() {
     // 300 KiB payload pages against a 256 KiB window: none fits.
     let layout = paged_layout(0);

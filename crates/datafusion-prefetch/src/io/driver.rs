@@ -414,6 +414,28 @@ impl ScanScheduler {
         ))
     }
 
+    /// Keep demanded pages a later slice reads staged under `id` (the core has
+    /// admitted them), once the pool agrees.
+    fn retain(&self, id: FetchId, positions: &[usize], fetched: &[Bytes]) {
+        let kept: Vec<Bytes> = positions.iter().map(|&i| fetched[i].clone()).collect();
+        let bytes: usize = kept.iter().map(Bytes::len).sum();
+        if self.reservation.try_grow(bytes).is_err() {
+            self.apply(|core| {
+                core.pool_refused(id);
+                ((), vec![])
+            });
+            return;
+        }
+        let ready: FetchResult = Ok(Arc::new(kept));
+        self.fetches.lock().insert(
+            id,
+            Slot {
+                result: futures::future::ready(ready).boxed().shared(),
+                abort: None,
+            },
+        );
+    }
+
     /// Serve a decoder's request: staged buffers where they cover it, one
     /// demand request (widened under `batched`) for the rest.
     pub(crate) async fn read(
@@ -479,10 +501,17 @@ impl ScanScheduler {
                             },
                         );
                     }
+                    if let Some((id, positions)) = &plan.retained {
+                        self.retain(*id, positions, &fetched);
+                    }
                     demand_bytes = fetched;
                 }
                 Err(e) => {
                     if let Some((id, _)) = &plan.widened {
+                        let id = *id;
+                        self.apply(|core| ((), core.fetch_failed(id)));
+                    }
+                    if let Some((id, _)) = &plan.retained {
                         let id = *id;
                         self.apply(|core| ((), core.fetch_failed(id)));
                     }
