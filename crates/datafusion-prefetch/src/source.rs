@@ -31,7 +31,7 @@ use object_store::ObjectStore;
 use parking_lot::Mutex;
 
 use crate::config::{PrefetchOptions, PrefetchPolicy};
-use crate::core::{CoreConfig, FileId, ScanCore};
+use crate::core::{CoreConfig, FileId, MIN_COLUMN_SLICE_BYTES, ScanCore};
 use crate::io::{
     ObservedMorselizer, PrefetchingReaderFactory, ScanScheduler, SchedulerParts, SlicingMorselizer,
     scan_unit_id,
@@ -200,6 +200,8 @@ impl PrefetchingParquetSource {
                 file_open_depth: self.options.file_open_depth(),
                 eager_first_read_cap: self.options.eager_first_read_cap().as_u64(),
                 slice_target_bytes: CoreConfig::default_slice_target(window, budget),
+                // Small windows (tests, tight budgets) still slice narrow scans.
+                slice_min_column_bytes: MIN_COLUMN_SLICE_BYTES.min(window.min(budget) / 16),
             },
             files.len(),
             order,

@@ -11,4 +11,4 @@ pub use layout::{ChunkPages, FileLayout, PageSpan};
 pub use scheduler::{
     Action, CoreConfig, CoreStats, FetchId, FileId, Part, PartitionId, ReadPlan, ScanCore,
 };
-pub use slices::{Slice, SlicePiece, SlicePlan, plan_slices};
+pub use slices::{MIN_COLUMN_SLICE_BYTES, Slice, SlicePiece, SlicePlan, SliceSizing, plan_slices};

@@ -14,7 +14,9 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::layout::FileLayout;
-use super::slices::{SlicePlan, plan_slices};
+#[cfg(doc)]
+use super::slices::MIN_COLUMN_SLICE_BYTES;
+use super::slices::{SlicePlan, SliceSizing, plan_slices};
 use crate::config::PrefetchPolicy;
 
 /// Index of a scan unit (a file, or a byte range of one) in the scan's file list.
@@ -41,6 +43,9 @@ pub struct CoreConfig {
     pub eager_first_read_cap: u64,
     /// `streaming`: about how many bytes of the projected columns one slice reads.
     pub slice_target_bytes: u64,
+    /// `streaming`: the least one slice reads of each column
+    /// ([`MIN_COLUMN_SLICE_BYTES`] outside tests).
+    pub slice_min_column_bytes: u64,
 }
 
 impl CoreConfig {
@@ -370,9 +375,12 @@ impl ScanCore {
                 Some(roots) => layout.leaves_of(roots),
                 None => (0..layout.column_paths.len()).collect(),
             };
-            let stage_limit = self.config.read_ahead_window.min(self.config.memory_budget);
-            let target = self.config.slice_target_bytes;
-            if let Some(plan) = plan_slices(&layout, &columns, target, stage_limit) {
+            let sizing = SliceSizing {
+                target_bytes: self.config.slice_target_bytes,
+                stage_limit: self.config.read_ahead_window.min(self.config.memory_budget),
+                min_column_bytes: self.config.slice_min_column_bytes,
+            };
+            if let Some(plan) = plan_slices(&layout, &columns, &sizing) {
                 self.stats.slices_planned += plan.slices.len() as u64;
                 self.files[file].slices = Some(SliceState {
                     plan: Arc::new(plan),

@@ -58,22 +58,40 @@ impl SlicePlan {
     }
 }
 
-/// Cut the scanned row groups of `layout` into slices of about `target_bytes`
+/// The least a slice should read of each projected column: each column's pages
+/// of a slice are one request, and on an object store a request costs a round
+/// trip whatever its size.
+pub const MIN_COLUMN_SLICE_BYTES: u64 = 1 << 20;
+
+/// How big `streaming`'s slices are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SliceSizing {
+    /// About how many bytes of the projected columns a slice reads.
+    pub target_bytes: u64,
+    /// The most one stream may stage (the window, or the budget if smaller).
+    pub stage_limit: u64,
+    /// The least a slice reads of each column (see [`MIN_COLUMN_SLICE_BYTES`]).
+    pub min_column_bytes: u64,
+}
+
+/// Cut the scanned row groups of `layout` into slices of about `sizing.target_bytes`
 /// of the given leaf `columns`, at page boundaries of the widest column (so the
 /// largest pages are never decoded twice).
 ///
 /// `None` when the layout has no page locations, `columns` is empty or names no
-/// column of the file, nothing would be read, or a dictionary page takes more
-/// than half of `stage_limit` (the most one stream may stage): every slice of
-/// its row group asks for that page, so it could not stay staged beside the
-/// slices' data and each slice would fetch it again. The file is then read at
+/// column of the file, nothing would be read, or a row group's dictionary pages
+/// (of the projected columns) take more than half of the stage limit (the most
+/// one stream may stage): every slice of the row group asks for them, so they
+/// could not stay staged beside the slices' data and each slice would fetch
+/// them again; or slices of [`MIN_COLUMN_SLICE_BYTES`] per column would not fit
+/// twice in the stage limit (a wide projection). The file is then read at
 /// row-group granularity.
 pub fn plan_slices(
     layout: &FileLayout,
     columns: &[usize],
-    target_bytes: u64,
-    stage_limit: u64,
+    sizing: &SliceSizing,
 ) -> Option<SlicePlan> {
+    let stage_limit = sizing.stage_limit;
     let pages = layout.pages.as_ref()?;
     let columns: Vec<usize> = columns
         .iter()
@@ -83,7 +101,13 @@ pub fn plan_slices(
     if columns.is_empty() {
         return None;
     }
-    let target_bytes = target_bytes.max(1);
+    // Each slice costs a request per column: keep every column's share of a
+    // slice worth a request, and leave wide projections whole.
+    let column_floor = columns.len() as u64 * sizing.min_column_bytes;
+    if column_floor.saturating_mul(2) > stage_limit {
+        return None;
+    }
+    let target_bytes = sizing.target_bytes.max(1).max(column_floor);
     let mut plan = SlicePlan {
         row_counts: layout.row_counts.clone(),
         ..SlicePlan::default()
@@ -100,13 +124,12 @@ pub fn plan_slices(
                 .map(|r| r.end - r.start)
                 .unwrap_or(0)
         };
-        let oversized_dictionary = columns.iter().any(|&c| {
-            chunks
-                .get(c)
-                .and_then(|p| p.dictionary.as_ref())
-                .is_some_and(|d| (d.end - d.start).saturating_mul(2) > stage_limit)
-        });
-        if oversized_dictionary {
+        let dictionary_bytes: u64 = columns
+            .iter()
+            .filter_map(|&c| chunks.get(c)?.dictionary.as_ref())
+            .map(|d| d.end - d.start)
+            .sum();
+        if dictionary_bytes.saturating_mul(2) > stage_limit {
             return None;
         }
         let bytes: u64 = columns.iter().map(|&c| chunk_bytes(c)).sum();
@@ -309,6 +332,38 @@ mod tests {
         out
     }
 
+    fn sizing(target_bytes: u64, stage_limit: u64) -> SliceSizing {
+        SliceSizing {
+            target_bytes,
+            stage_limit,
+            min_column_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn wide_projections_get_a_request_worth_of_each_column_or_stay_whole() {
+        let chunks: Vec<_> = (0..4)
+            .map(|c| chunk(4 + c * 4000, 0, &[(10, 1000); 4]))
+            .collect();
+        let layout = layout(40, chunks);
+        let wide = SliceSizing {
+            target_bytes: 100,
+            stage_limit: 1 << 20,
+            min_column_bytes: 1000,
+        };
+        // At least 1,000 bytes of each of 4 columns: 4,000-byte slices, one page
+        // (10 rows) of each column.
+        let plan = plan_slices(&layout, &[0, 1, 2, 3], &wide).unwrap();
+        assert!(plan.slices.iter().all(|s| s.rows.end - s.rows.start >= 10));
+        assert_eq!(plan.slices.len(), 4);
+        // Slices of 4,000 bytes do not fit twice in 7,999 bytes: whole row groups.
+        let tight = SliceSizing {
+            stage_limit: 7999,
+            ..wide
+        };
+        assert_eq!(plan_slices(&layout, &[0, 1, 2, 3], &tight), None);
+    }
+
     fn ranges(plan: &SlicePlan, slice: usize) -> Vec<Range<u64>> {
         plan.pieces[slice].iter().map(|p| p.bytes.clone()).collect()
     }
@@ -321,7 +376,7 @@ mod tests {
         let layout = layout(1000, vec![narrow, wide]);
         // 11,000 bytes over 1,000 rows: 11 bytes a row, so 300 rows ≈ 3,300 bytes.
         // The file's first slice aims at an eighth of that: one page.
-        let plan = plan_slices(&layout, &[0, 1], 3000, u64::MAX).unwrap();
+        let plan = plan_slices(&layout, &[0, 1], &sizing(3000, u64::MAX)).unwrap();
         let spans: Vec<_> = plan.slices.iter().map(|s| s.rows.clone()).collect();
         assert_eq!(spans, vec![0..100, 100..400, 400..700, 700..1000]);
         // The narrow column's first page (rows 0..500) is read by slices 0 to 2.
@@ -338,7 +393,7 @@ mod tests {
     fn dictionary_pages_are_read_by_every_slice_of_the_row_group() {
         let dict = chunk(4, 50, &[(10, 100); 4]);
         let layout = layout(40, vec![dict]);
-        let plan = plan_slices(&layout, &[0], 100, u64::MAX).unwrap();
+        let plan = plan_slices(&layout, &[0], &sizing(100, u64::MAX)).unwrap();
         assert_eq!(plan.slices.len(), 4);
         for pieces in &plan.pieces {
             assert_eq!(pieces[0].bytes, 4..54, "dictionary first");
@@ -354,7 +409,7 @@ mod tests {
         let mut layout = layout(40, vec![a, b]);
         // The access plan selects rows 12..18 and 35..40.
         layout.selections = vec![Some(vec![12..18, 35..40])];
-        let plan = plan_slices(&layout, &[1], 100, u64::MAX).unwrap();
+        let plan = plan_slices(&layout, &[1], &sizing(100, u64::MAX)).unwrap();
         let spans: Vec<_> = plan.slices.iter().map(|s| s.rows.clone()).collect();
         assert_eq!(
             spans,
@@ -373,23 +428,28 @@ mod tests {
         let a = chunk(4, 20, &[(10, 100); 2]);
         let b = chunk(224, 0, &[(10, 100); 2]);
         let layout = layout(20, vec![a, b]);
-        let plan = plan_slices(&layout, &[0, 1], 1 << 20, u64::MAX).unwrap();
+        let plan = plan_slices(&layout, &[0, 1], &sizing(1 << 20, u64::MAX)).unwrap();
         assert_eq!(plan.slices.len(), 1);
         assert_eq!(ranges(&plan, 0), vec![4..224, 224..424]);
     }
 
     #[test]
-    fn a_dictionary_page_that_cannot_stay_staged_keeps_the_row_group_whole() {
-        let layout = layout(40, vec![chunk(4, 600, &[(10, 100); 4])]);
-        assert!(plan_slices(&layout, &[0], 100, 1200).is_some());
-        assert_eq!(plan_slices(&layout, &[0], 100, 1199), None);
+    fn dictionary_pages_that_cannot_stay_staged_keep_the_row_group_whole() {
+        let a = chunk(4, 600, &[(10, 100); 4]);
+        let b = chunk(1004, 300, &[(10, 100); 4]);
+        let layout = layout(40, vec![a, b]);
+        assert!(plan_slices(&layout, &[0], &sizing(100, 1200)).is_some());
+        assert_eq!(plan_slices(&layout, &[0], &sizing(100, 1199)), None);
+        // Both columns' dictionaries count: 900 bytes.
+        assert!(plan_slices(&layout, &[0, 1], &sizing(100, 1800)).is_some());
+        assert_eq!(plan_slices(&layout, &[0, 1], &sizing(100, 1799)), None);
     }
 
     #[test]
     fn a_page_larger_than_the_target_is_a_slice_of_its_own() {
         let big = chunk(4, 0, &[(10, 100), (10, 5000), (10, 100)]);
         let layout = layout(30, vec![big]);
-        let plan = plan_slices(&layout, &[0], 100, u64::MAX).unwrap();
+        let plan = plan_slices(&layout, &[0], &sizing(100, u64::MAX)).unwrap();
         let spans: Vec<_> = plan.slices.iter().map(|s| s.rows.clone()).collect();
         assert_eq!(spans, vec![0..10, 10..20, 20..30]);
         assert_eq!(plan.slice_bytes(1), 5000);
@@ -399,25 +459,25 @@ mod tests {
     fn no_pages_no_columns_or_nothing_selected_means_row_group_granularity() {
         let plain = FileLayout::new(vec!["a".into()], vec![vec![4..104]]);
         assert_eq!(
-            plan_slices(&plain, &[0], 10, u64::MAX),
+            plan_slices(&plain, &[0], &sizing(10, u64::MAX)),
             None,
             "no offset index"
         );
         let paged = layout(10, vec![chunk(4, 0, &[(10, 100)])]);
         assert_eq!(
-            plan_slices(&paged, &[], 10, u64::MAX),
+            plan_slices(&paged, &[], &sizing(10, u64::MAX)),
             None,
             "no projected column"
         );
         assert_eq!(
-            plan_slices(&paged, &[7], 10, u64::MAX),
+            plan_slices(&paged, &[7], &sizing(10, u64::MAX)),
             None,
             "unknown column"
         );
         let mut skipped = paged.clone();
         skipped.scanned_row_groups = vec![];
         assert_eq!(
-            plan_slices(&skipped, &[0], 10, u64::MAX),
+            plan_slices(&skipped, &[0], &sizing(10, u64::MAX)),
             None,
             "nothing scanned"
         );
@@ -498,7 +558,7 @@ mod tests {
             /// slice is the last one that requests it.
             #[test]
             fn planned_ranges_are_what_the_decoder_requests((layout, columns, target) in layouts()) {
-                let Some(plan) = plan_slices(&layout, &columns, target, u64::MAX) else {
+                let Some(plan) = plan_slices(&layout, &columns, &sizing(target, u64::MAX)) else {
                     prop_assert!(columns.is_empty());
                     return Ok(());
                 };

@@ -65,6 +65,7 @@ fn config(policy: PrefetchPolicy, window: u64, budget: u64) -> CoreConfig {
         file_open_depth: 2,
         eager_first_read_cap: 16 * MIB,
         slice_target_bytes: CoreConfig::default_slice_target(window, budget),
+        slice_min_column_bytes: 0,
     }
 }
 
