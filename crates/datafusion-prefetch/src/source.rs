@@ -206,7 +206,8 @@ impl PrefetchingParquetSource {
             files.len(),
             order,
         )
-        .with_projection(self.read_columns());
+        .with_projection(self.read_columns())
+        .with_predicate(self.inner.filter().is_some());
         let inner_factory: Arc<dyn ParquetFileReaderFactory> = match (
             self.inner.parquet_file_reader_factory(),
             &self.metadata_cache,

@@ -275,6 +275,8 @@ pub struct ScanCore {
     /// plans of the scan's other files are trusted too (same query, same
     /// projection) until a file turns out page-selective.
     plans_confirmed: bool,
+    /// The scan has a predicate: nothing is fetched on speculation.
+    filtered: bool,
     live_fetches: BTreeMap<FetchId, LiveFetch>,
     partition_staged: BTreeMap<PartitionId, u64>,
     next_fetch: u64,
@@ -298,6 +300,7 @@ impl ScanCore {
             oversized: BTreeSet::new(),
             page_selective: false,
             plans_confirmed: false,
+            filtered: false,
             live_fetches: BTreeMap::new(),
             partition_staged: BTreeMap::new(),
             next_fetch: 0,
@@ -309,6 +312,14 @@ impl ScanCore {
     /// `streaming`: the top-level columns the scan reads (`None`: all of them).
     pub fn with_projection(mut self, projection: Option<Vec<String>>) -> Self {
         self.projection = projection;
+        self
+    }
+
+    /// `streaming`: whether the scan has a predicate (statistics, page index or
+    /// a row filter may narrow what its decoders read). Such a scan fetches no
+    /// slice before a decoder has confirmed the plan.
+    pub fn with_predicate(mut self, filtered: bool) -> Self {
+        self.filtered = filtered;
         self
     }
 
@@ -842,6 +853,8 @@ impl ScanCore {
         let trusted = slices.confirmed || (self.plans_confirmed && !self.page_selective);
         let last = if trusted {
             plan.slices.len()
+        } else if self.filtered {
+            0
         } else {
             1.min(plan.slices.len())
         };

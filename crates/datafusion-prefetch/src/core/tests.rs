@@ -471,6 +471,26 @@ fn streaming_fetches_slices_in_decode_order_and_releases_them_as_the_decoder_pas
 }
 
 #[test]
+fn a_filtered_scan_fetches_nothing_before_a_decoder_confirms_the_plan() {
+    let layout = paged_layout(0);
+    let mut core = streaming_core(2, 16 * MIB, 100 * MIB).with_predicate(true);
+    core.reader_opened(0, 0);
+    core.metadata_known(1, Arc::clone(&layout));
+    assert!(fetched(&core.metadata_known(0, Arc::clone(&layout))).is_empty());
+    let plan = core.slice_plan(0).unwrap();
+    core.slice_started(0, 0);
+    // The decoder reads one page of slice 0 (a page index pruned the rest).
+    let read = core.plan_read(0, &[plan.pieces[0][0].bytes.clone()]);
+    assert!(fetched(&read.actions).is_empty());
+    // All of slice 1: the plan is confirmed, read-ahead starts, file 1 too.
+    core.slice_started(0, 1);
+    let ranges: Vec<_> = plan.pieces[1].iter().map(|p| p.bytes.clone()).collect();
+    let read = core.plan_read(0, &ranges);
+    let files: Vec<FileId> = fetched(&read.actions).iter().map(|(f, _)| *f).collect();
+    assert!(files.contains(&0) && files.contains(&1), "{files:?}");
+}
+
+#[test]
 fn a_dictionary_page_stays_staged_until_the_last_slice_of_its_row_group() {
     let layout = paged_layout(50 * 1024);
     let mut core = streaming_core(1, 8 * MIB, 100 * MIB);
