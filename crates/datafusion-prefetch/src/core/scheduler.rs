@@ -407,6 +407,15 @@ impl ScanCore {
         self.pump()
     }
 
+    /// Whether the decoders of `file` read its pages more selectively than its
+    /// slice plan says: the rest of the file is better read by one decoder.
+    pub fn slices_mispredicted(&self, file: FileId) -> bool {
+        self.files
+            .get(file)
+            .and_then(|f| f.slices.as_ref())
+            .is_some_and(|s| s.unpredictable)
+    }
+
     /// The slices `file` is read in, if it is read at page granularity.
     pub fn slice_plan(&self, file: FileId) -> Option<Arc<SlicePlan>> {
         let slices = self.files.get(file)?.slices.as_ref()?;

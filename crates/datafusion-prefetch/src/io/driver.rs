@@ -336,6 +336,11 @@ impl ScanScheduler {
         self.core.lock().slice_plan(file)
     }
 
+    /// Whether `file`'s slice plan over-predicts what its decoders read.
+    pub(crate) fn slices_mispredicted(&self, file: FileId) -> bool {
+        self.core.lock().slices_mispredicted(file)
+    }
+
     /// The decoder of `file` starts on slice `slice`.
     pub(crate) fn slice_started(&self, file: FileId, slice: usize) {
         self.apply(|core| ((), core.slice_started(file, slice)));

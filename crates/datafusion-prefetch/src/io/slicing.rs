@@ -9,6 +9,7 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 
 use datafusion::common::Result;
@@ -101,24 +102,25 @@ impl MorselPlanner for SlicingPlanner {
         Ok(Some(MorselPlan::new().with_pending_planner(async move {
             let slices = this.scheduler.slices(this.id, this.partition).await;
             let planner: Box<dyn MorselPlanner> = match slices {
-                Some(plan) => {
-                    let rest = slice_files(&this.file, &plan)?;
-                    Box::new(SliceSequence {
-                        inner: this.inner,
-                        scheduler: this.scheduler,
-                        id: this.id,
-                        current: VecDeque::new(),
-                        rest,
-                        hold: Some(this.hold),
-                    })
-                }
+                Some(plan) => Box::new(SliceSequence {
+                    inner: this.inner,
+                    scheduler: this.scheduler,
+                    id: this.id,
+                    current: VecDeque::new(),
+                    rest: slice_units(&plan),
+                    row_counts: plan.row_counts.clone(),
+                    file: this.file,
+                    hold: Some(this.hold),
+                }),
                 // Row-group granularity: the stock planner on the whole file.
                 _ => Box::new(SliceSequence {
-                    current: VecDeque::from([this.inner.plan_file(this.file)?]),
+                    current: VecDeque::from([this.inner.plan_file(this.file.clone())?]),
                     inner: this.inner,
                     scheduler: this.scheduler,
                     id: this.id,
                     rest: VecDeque::new(),
+                    row_counts: vec![],
+                    file: this.file,
                     hold: Some(this.hold),
                 }),
             };
@@ -127,41 +129,45 @@ impl MorselPlanner for SlicingPlanner {
     }
 }
 
-/// One `PartitionedFile` per slice: the file with an access plan that reads
-/// only the slice's rows of its row group.
-fn slice_files(
-    file: &PartitionedFile,
-    plan: &SlicePlan,
-) -> Result<VecDeque<(usize, PartitionedFile)>> {
-    let row_counts = &plan.row_counts;
-    // The opener checks that an access plan covers every row group.
-    let row_group_count = row_counts.len();
-    Ok(plan
-        .slices
+/// One scan unit per slice: the slice's index and selected rows.
+type SliceUnit = (usize, usize, Vec<Range<u64>>);
+
+/// The slices of `plan`, as units a sequence can read one by one or merge.
+fn slice_units(plan: &SlicePlan) -> VecDeque<SliceUnit> {
+    plan.slices
         .iter()
         .enumerate()
-        .map(|(index, slice)| {
-            let rows = row_counts[slice.row_group];
-            let mut selectors = vec![];
-            let mut at = 0u64;
-            for r in &slice.selected {
-                if r.start > at {
-                    selectors.push(RowSelector::skip((r.start - at) as usize));
-                }
-                selectors.push(RowSelector::select((r.end - r.start) as usize));
-                at = r.end;
+        .map(|(index, slice)| (index, slice.row_group, slice.selected.clone()))
+        .collect()
+}
+
+/// `file` with an access plan that reads `units`' rows: the selected rows of
+/// their row groups, nothing of the others.
+fn units_file(file: &PartitionedFile, row_counts: &[u64], units: &[SliceUnit]) -> PartitionedFile {
+    // The opener checks that an access plan covers every row group.
+    let mut access = ParquetAccessPlan::new_none(row_counts.len());
+    let mut row_groups: Vec<usize> = units.iter().map(|u| u.1).collect();
+    row_groups.dedup();
+    for row_group in row_groups {
+        let rows = row_counts[row_group];
+        let mut selectors = vec![];
+        let mut at = 0u64;
+        for r in units.iter().filter(|u| u.1 == row_group).flat_map(|u| &u.2) {
+            if r.start > at {
+                selectors.push(RowSelector::skip((r.start - at) as usize));
             }
-            if rows > at {
-                selectors.push(RowSelector::skip((rows - at) as usize));
-            }
-            let mut access = ParquetAccessPlan::new_none(row_group_count);
-            access.set(
-                slice.row_group,
-                RowGroupAccess::Selection(RowSelection::from(selectors)),
-            );
-            (index, file.clone().with_extension(access))
-        })
-        .collect())
+            selectors.push(RowSelector::select((r.end - r.start) as usize));
+            at = r.end;
+        }
+        if rows > at {
+            selectors.push(RowSelector::skip((rows - at) as usize));
+        }
+        access.set(
+            row_group,
+            RowGroupAccess::Selection(RowSelection::from(selectors)),
+        );
+    }
+    file.clone().with_extension(access)
 }
 
 /// Plans a file's slices one after the other: slice *k+1* is planned only once
@@ -173,7 +179,10 @@ struct SliceSequence {
     id: FileId,
     /// Planners of the slice being opened, in the order the stream would run them.
     current: VecDeque<Box<dyn MorselPlanner>>,
-    rest: VecDeque<(usize, PartitionedFile)>,
+    /// The slices still to read.
+    rest: VecDeque<SliceUnit>,
+    row_counts: Vec<u64>,
+    file: PartitionedFile,
     hold: Option<Arc<FileHold>>,
 }
 
@@ -193,10 +202,18 @@ impl MorselPlanner for SliceSequence {
             let planner = match this.current.pop_front() {
                 Some(planner) => planner,
                 None => {
-                    let Some((index, file)) = this.rest.pop_front() else {
+                    let Some(unit) = this.rest.pop_front() else {
                         return Ok(None);
                     };
+                    let index = unit.0;
+                    // A plan that over-predicts (page-index pruning, a dynamic
+                    // filter) is dropped: one decoder reads the rest, as stock.
+                    let mut units = vec![unit];
+                    if this.scheduler.slices_mispredicted(this.id) {
+                        units.extend(this.rest.drain(..));
+                    }
                     this.scheduler.slice_started(this.id, index);
+                    let file = units_file(&this.file, &this.row_counts, &units);
                     this.inner.plan_file(file)?
                 }
             };
