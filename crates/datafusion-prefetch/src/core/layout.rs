@@ -212,7 +212,7 @@ fn page_locations(metadata: &ParquetMetaData) -> Option<Vec<Vec<ChunkPages>>> {
                     let first_offset = u64::try_from(first.offset).ok()?;
                     // The same rule as the decoder: bytes before the first data
                     // page are the dictionary page.
-                    let dictionary = (first_offset != start).then(|| start..first_offset);
+                    let dictionary = (first_offset != start).then_some(start..first_offset);
                     let pages = locations
                         .iter()
                         .map(|page| {
