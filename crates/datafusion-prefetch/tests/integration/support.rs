@@ -103,6 +103,11 @@ pub struct FixtureOptions {
     /// (and cached) while planning.
     pub cold_footers: bool,
     pub memory_limit: Option<usize>,
+    /// A memory pool for the session (takes precedence over `memory_limit`).
+    pub memory_pool: Option<Arc<dyn MemoryPool>>,
+    /// With `cold_footers`, the schema the table is registered with (default
+    /// [`schema`]).
+    pub table_schema: Option<SchemaRef>,
 }
 
 impl Default for FixtureOptions {
@@ -112,6 +117,8 @@ impl Default for FixtureOptions {
             partitions: 1,
             cold_footers: false,
             memory_limit: None,
+            memory_pool: None,
+            table_schema: None,
         }
     }
 }
@@ -129,7 +136,9 @@ pub async fn fixture(files: Vec<Bytes>, options: FixtureOptions) -> Fixture {
         named.push((path, bytes));
     }
     let mut runtime = RuntimeEnvBuilder::new();
-    if let Some(limit) = options.memory_limit {
+    if let Some(pool) = options.memory_pool {
+        runtime = runtime.with_memory_pool(pool);
+    } else if let Some(limit) = options.memory_limit {
         runtime = runtime.with_memory_limit(limit, 1.0);
     }
     let runtime = runtime.build_arc().unwrap();
@@ -148,7 +157,7 @@ pub async fn fixture(files: Vec<Bytes>, options: FixtureOptions) -> Fixture {
     let ctx = SessionContext::new_with_state(enable_prefetch(state));
     let store: Arc<dyn ObjectStore> = Arc::new(store);
     ctx.register_object_store(&Url::parse("sim://bucket").unwrap(), store);
-    let schema = schema();
+    let schema = options.table_schema.unwrap_or_else(schema);
     let mut read = ParquetReadOptions::default();
     if options.cold_footers {
         read = read.schema(&schema);
@@ -208,4 +217,24 @@ pub async fn settle(stats: &PrefetchStats) {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// Wait (bounded) until the scans' background tasks have wound down and the
+/// pool holds nothing (operators of a failed or cancelled query release
+/// their reservations as their tasks are dropped), then assert both.
+pub async fn assert_released(stats: &[Arc<PrefetchStats>], pool: &dyn MemoryPool, what: &str) {
+    for _ in 0..300 {
+        let busy = stats
+            .iter()
+            .any(|s| s.live_tasks() > 0 || s.staged_bytes() > 0);
+        if !busy && pool.reserved() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for stats in stats {
+        assert_eq!(stats.staged_bytes(), 0, "{what}: staged bytes");
+        assert_eq!(stats.live_tasks(), 0, "{what}: live background tasks");
+    }
+    assert_eq!(pool.reserved(), 0, "{what}: memory pool reservation");
 }
