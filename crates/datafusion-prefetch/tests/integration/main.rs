@@ -5,6 +5,8 @@ mod bad_input;
 mod errors;
 mod faults;
 mod mechanism;
+mod memory_pressure;
+mod pools;
 mod sql;
 mod support;
 mod timeline;
