@@ -2,6 +2,7 @@
 //! One test binary, so DataFusion is linked once.
 
 mod bad_input;
+mod concurrency;
 mod errors;
 mod faults;
 mod mechanism;
