@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod concurrency;
+mod differential;
 mod errors;
 mod faults;
 mod mechanism;

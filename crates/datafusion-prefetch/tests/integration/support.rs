@@ -126,7 +126,12 @@ impl Default for FixtureOptions {
 pub async fn fixture(files: Vec<Bytes>, options: FixtureOptions) -> Fixture {
     let faulty = FaultyStore::new(InMemory::new());
     let (faults, fault_stats) = (faulty.faults(), faulty.stats());
-    let store = SimulatedStore::new(faulty, SimulatedStoreConfig::fixed(options.latency));
+    let config = if options.latency.is_zero() {
+        SimulatedStoreConfig::none()
+    } else {
+        SimulatedStoreConfig::fixed(options.latency)
+    };
+    let store = SimulatedStore::new(faulty, config);
     let stats = store.stats();
     let mut named = vec![];
     for (i, bytes) in files.into_iter().enumerate() {
