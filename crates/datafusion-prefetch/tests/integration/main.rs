@@ -5,6 +5,7 @@ mod bad_input;
 mod concurrency;
 mod differential;
 mod errors;
+mod fault_matrix;
 mod faults;
 mod mechanism;
 mod memory_pressure;
