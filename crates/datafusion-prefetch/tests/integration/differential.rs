@@ -42,6 +42,9 @@ fn config() -> ProptestConfig {
         cases,
         // Shrinking re-runs whole queries; a few hundred steps find a small case.
         max_shrink_iters: 512,
+        // Failing cases are saved next to this file (as proptest! does) and
+        // replayed first on the next run.
+        source_file: Some(file!()),
         ..ProptestConfig::default()
     }
 }
