@@ -1,5 +1,5 @@
 //! Shared helpers for tests that expect a query to fail: run it in its own
-//! task (a panic is a test failure, not an error), classify the error so that
+//! task (so that a panic shows as a panic, not as an error), classify the error so that
 //! policies can be compared without comparing messages, and record panics
 //! that a background task may have swallowed.
 
@@ -16,13 +16,8 @@ use parquet::errors::ParquetError;
 pub enum Outcome {
     /// It returned batches, pretty-printed.
     Rows(String),
-    /// It failed: the error's class (see [`classify`]) and its message
-    /// (shown by `Debug` in assertion messages).
-    Error {
-        class: String,
-        #[allow(dead_code)]
-        message: String,
-    },
+    /// It failed: the error's class (see [`classify`]) and its message.
+    Error { class: String, message: String },
     /// It panicked, with this message.
     Panic(String),
 }

@@ -39,8 +39,9 @@ async fn collect(fx: &Fixture, sql: &str) -> datafusion::common::Result<RecordBa
 ///
 /// The scheduler grows its reservation and then publishes its staged bytes
 /// (both under its lock, but not atomically for an outside reader), so one
-/// sample may fall between the two; an excess that persists is a reservation
-/// the scheduler no longer accounts for.
+/// sample may fall between the two — and until bug 3 of docs/reliability.md
+/// is fixed, the pool briefly still holds bytes just released. An excess that
+/// persists is a reservation the scheduler no longer accounts for.
 pub fn watch(
     pool: Arc<TrackingPool>,
     stats: Vec<Arc<PrefetchStats>>,

@@ -105,9 +105,6 @@ pub struct FixtureOptions {
     pub memory_limit: Option<usize>,
     /// A memory pool for the session (takes precedence over `memory_limit`).
     pub memory_pool: Option<Arc<dyn MemoryPool>>,
-    /// With `cold_footers`, the schema the table is registered with (default
-    /// [`schema`]).
-    pub table_schema: Option<SchemaRef>,
 }
 
 impl Default for FixtureOptions {
@@ -118,7 +115,6 @@ impl Default for FixtureOptions {
             cold_footers: false,
             memory_limit: None,
             memory_pool: None,
-            table_schema: None,
         }
     }
 }
@@ -162,7 +158,7 @@ pub async fn fixture(files: Vec<Bytes>, options: FixtureOptions) -> Fixture {
     let ctx = SessionContext::new_with_state(enable_prefetch(state));
     let store: Arc<dyn ObjectStore> = Arc::new(store);
     ctx.register_object_store(&Url::parse("sim://bucket").unwrap(), store);
-    let schema = options.table_schema.unwrap_or_else(schema);
+    let schema = schema();
     let mut read = ParquetReadOptions::default();
     if options.cold_footers {
         read = read.schema(&schema);
