@@ -2,8 +2,15 @@
 //! and over the real wire against an S3-compatible server (`s3_wire`).
 //! One test binary, so DataFusion is linked once.
 
+mod bad_input;
+mod concurrency;
+mod differential;
+mod errors;
+mod fault_matrix;
 mod faults;
 mod mechanism;
+mod memory_pressure;
+mod pools;
 mod s3_wire;
 mod sql;
 mod streaming;

@@ -117,6 +117,8 @@ pub struct FixtureOptions {
     pub memory_limit: Option<usize>,
     /// Per-connection bandwidth of the store, bytes per second (unlimited if `None`).
     pub bandwidth: Option<u64>,
+    /// A memory pool for the session (takes precedence over `memory_limit`).
+    pub memory_pool: Option<Arc<dyn MemoryPool>>,
 }
 
 impl Default for FixtureOptions {
@@ -127,6 +129,7 @@ impl Default for FixtureOptions {
             cold_footers: false,
             memory_limit: None,
             bandwidth: None,
+            memory_pool: None,
         }
     }
 }
@@ -134,10 +137,12 @@ impl Default for FixtureOptions {
 pub async fn fixture(files: Vec<Bytes>, options: FixtureOptions) -> Fixture {
     let faulty = FaultyStore::new(InMemory::new());
     let (faults, fault_stats) = (faulty.faults(), faulty.stats());
-    let store = SimulatedStore::new(
-        faulty,
-        SimulatedStoreConfig::fixed(options.latency).with_bandwidth(options.bandwidth),
-    );
+    let config = if options.latency.is_zero() {
+        SimulatedStoreConfig::none()
+    } else {
+        SimulatedStoreConfig::fixed(options.latency)
+    };
+    let store = SimulatedStore::new(faulty, config.with_bandwidth(options.bandwidth));
     let stats = store.stats();
     let mut named = vec![];
     for (i, bytes) in files.into_iter().enumerate() {
@@ -147,7 +152,9 @@ pub async fn fixture(files: Vec<Bytes>, options: FixtureOptions) -> Fixture {
         named.push((path, bytes));
     }
     let mut runtime = RuntimeEnvBuilder::new();
-    if let Some(limit) = options.memory_limit {
+    if let Some(pool) = options.memory_pool {
+        runtime = runtime.with_memory_pool(pool);
+    } else if let Some(limit) = options.memory_limit {
         runtime = runtime.with_memory_limit(limit, 1.0);
     }
     let runtime = runtime.build_arc().unwrap();
@@ -226,4 +233,24 @@ pub async fn settle(stats: &PrefetchStats) {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// Wait (bounded) until the scans' background tasks have wound down and the
+/// pool holds nothing (operators of a failed or cancelled query release
+/// their reservations as their tasks are dropped), then assert both.
+pub async fn assert_released(stats: &[Arc<PrefetchStats>], pool: &dyn MemoryPool, what: &str) {
+    for _ in 0..300 {
+        let busy = stats
+            .iter()
+            .any(|s| s.live_tasks() > 0 || s.staged_bytes() > 0);
+        if !busy && pool.reserved() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for stats in stats {
+        assert_eq!(stats.staged_bytes(), 0, "{what}: staged bytes");
+        assert_eq!(stats.live_tasks(), 0, "{what}: live background tasks");
+    }
+    assert_eq!(pool.reserved(), 0, "{what}: memory pool reservation");
 }

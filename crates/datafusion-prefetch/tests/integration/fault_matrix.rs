@@ -1,0 +1,138 @@
+//! Store faults on every data read of one file, under every policy: whether a
+//! read is a demand read or a read-ahead, it fails, so every policy must fail
+//! the query as `off` does — naming the file, without a panic, and leaving
+//! nothing staged, reserved or running. (Faults that hit only a read-ahead
+//! are in `faults.rs`.)
+
+use std::time::Duration;
+
+use datafusion_prefetch::{PrefetchPolicy, prefetch_stats};
+use datafusion_prefetch_simstore::{Fault, FaultRule};
+
+use crate::errors::{Outcome, panics_on, run_in_task, run_on_named_runtime};
+use crate::support::{FixtureOptions, assert_released, fixture, parquet_file};
+
+/// The file whose data reads fail.
+const BROKEN: usize = 3;
+
+const QUERY: &str = "SELECT sum(payload), max(tag) FROM t";
+
+/// Run [`QUERY`] under every policy while every GET of file 3's data (not its
+/// footer) meets `fault`; return each policy's outcome. Asserts no panic
+/// (also none swallowed by a background task) and a clean end.
+fn outcomes_under(case: &str, fault: Fault) -> Vec<(PrefetchPolicy, Outcome)> {
+    let runtime = format!("fault-{case}");
+    let outcomes = run_on_named_runtime(&runtime, async {
+        let files: Vec<_> = (0..6)
+            .map(|i| parquet_file(i * 20_000, 20_000, 5_000))
+            .collect();
+        let broken = &files[BROKEN];
+        let footer = u32::from_le_bytes(
+            broken[broken.len() - 8..broken.len() - 4]
+                .try_into()
+                .unwrap(),
+        );
+        let data = 4..broken.len() as u64 - 8 - footer as u64;
+        let fx = fixture(
+            files,
+            FixtureOptions {
+                partitions: 2,
+                latency: Duration::from_millis(2),
+                ..Default::default()
+            },
+        )
+        .await;
+        let path = fx.files[BROKEN].0.clone();
+        fx.faults
+            .push(FaultRule::new(fault).path(path.as_ref()).overlapping(data));
+        let mut outcomes = vec![];
+        for policy in PrefetchPolicy::ALL {
+            fx.set("policy", policy.name()).await;
+            let plan = fx.plan(QUERY).await;
+            let stats = prefetch_stats(&plan);
+            let outcome = run_in_task(&fx.ctx, plan).await;
+            assert_released(&stats, fx.pool.as_ref(), &format!("{case}, {policy}")).await;
+            outcomes.push((policy, outcome));
+        }
+        outcomes
+    });
+    for (policy, outcome) in &outcomes {
+        assert!(
+            !matches!(outcome, Outcome::Panic(_)),
+            "{case}, {policy}: the query panicked: {outcome:?}"
+        );
+    }
+    let panics = panics_on(&runtime);
+    assert!(panics.is_empty(), "{case}: panics: {panics:#?}");
+    outcomes
+}
+
+/// Every policy fails, and its error names the file.
+fn assert_all_fail_naming_the_file(case: &str, outcomes: &[(PrefetchPolicy, Outcome)]) {
+    for (policy, outcome) in outcomes {
+        match outcome {
+            Outcome::Error { message, .. } => assert!(
+                message.contains("data/file_003.parquet"),
+                "{case}, {policy}: the error does not name the file: {message}"
+            ),
+            other => panic!("{case}, {policy}: expected an error, got {other:?}"),
+        }
+    }
+}
+
+/// Every policy's error is of `off`'s class.
+fn assert_classes_match_off(case: &str, outcomes: &[(PrefetchPolicy, Outcome)]) {
+    let (_, off) = &outcomes[0];
+    for (policy, outcome) in outcomes {
+        assert_eq!(
+            outcome.class(),
+            off.class(),
+            "{case}, {policy}: {outcome:?}\noff: {off:?}"
+        );
+    }
+}
+
+#[test]
+fn a_data_read_that_always_fails_fails_every_policy_naming_the_file() {
+    let outcomes = outcomes_under("error", Fault::Error);
+    assert_all_fail_naming_the_file("error", &outcomes);
+}
+
+/// A body that ends in an error partway (a real truncated HTTP response).
+#[test]
+fn a_data_read_cut_short_with_an_error_fails_every_policy_naming_the_file() {
+    let outcomes = outcomes_under("truncated", Fault::truncate(10));
+    assert_all_fail_naming_the_file("truncated", &outcomes);
+}
+
+/// The error a failed demand read surfaces should keep the store's error as
+/// its source, as `off` does (`ParquetError::External(object_store::Error)`),
+/// so callers can tell a store error from corrupt data. Today the prefetching
+/// policies flatten it into `ParquetError::General(String)` in
+/// `ScanScheduler::read_error` (crates/datafusion-prefetch/src/io/driver.rs).
+#[test]
+#[ignore = "library bug: demand-read errors lose the store error's class"]
+fn a_failed_data_read_fails_with_the_error_class_of_off() {
+    for (case, fault) in [
+        ("error-class", Fault::Error),
+        ("truncated-class", Fault::truncate(10)),
+    ] {
+        let outcomes = outcomes_under(case, fault);
+        assert_classes_match_off(case, &outcomes);
+    }
+}
+
+/// A body that ends cleanly but short (object_store does not compare it with
+/// the requested range). Two panics stand in the way, so this test needs two
+/// fixes: object_store 0.13.2's `coalesce_ranges` (the default `get_ranges`)
+/// panics slicing the short body when several ranges were coalesced — under
+/// every policy, `off` included — and when the demand read was a single range
+/// the prefetching policies hand the short buffer to the decoder, which
+/// panics ("Range length must match buffer length"): `ScanScheduler::read`
+/// checks how many buffers came back, not their lengths.
+#[test]
+#[ignore = "upstream panic in object_store under every policy, and a short demand buffer reaches the decoder"]
+fn a_data_read_cut_short_silently_fails_every_policy_without_a_panic() {
+    let outcomes = outcomes_under("short-body", Fault::truncate_silently(10));
+    assert_all_fail_naming_the_file("short-body", &outcomes);
+}
