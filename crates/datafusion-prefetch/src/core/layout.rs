@@ -80,8 +80,14 @@ impl FileLayout {
     ///
     /// With `with_pages`, the page locations of the offset index are kept too
     /// (when the metadata has one for every column chunk).
+    ///
+    /// Byte ranges the footer places past `file_size` (a corrupt footer) are
+    /// never predicted: their chunks become empty and such pages disable
+    /// slicing, so the decoder meets the corruption exactly as without
+    /// prefetching.
     pub fn from_metadata(
         metadata: &ParquetMetaData,
+        file_size: u64,
         range: Option<&FileRange>,
         access_plan: Option<&ParquetAccessPlan>,
         with_pages: bool,
@@ -116,7 +122,7 @@ impl FileLayout {
             })
             .collect();
         let pages = if with_pages {
-            page_locations(metadata)
+            page_locations(metadata, file_size)
         } else {
             None
         };
@@ -128,7 +134,10 @@ impl FileLayout {
                     .iter()
                     .map(|c| {
                         let (start, len) = c.byte_range();
-                        start..start + len
+                        match start.checked_add(len) {
+                            Some(end) if end <= file_size => start..end,
+                            _ => start..start,
+                        }
                     })
                     .collect()
             })
@@ -191,8 +200,19 @@ impl FileLayout {
     }
 }
 
-/// Every column chunk's pages, or `None` unless the offset index covers all.
-fn page_locations(metadata: &ParquetMetaData) -> Option<Vec<Vec<ChunkPages>>> {
+/// Whether `metadata`'s offset index, if it has one, places every page inside
+/// its column chunk and the file: a decoder given an offset index that does not
+/// would read out of bounds.
+pub fn offset_index_fits(metadata: &ParquetMetaData, file_size: u64) -> bool {
+    metadata.offset_index().is_none_or(|index| {
+        index.iter().all(|columns| columns.is_empty())
+            || page_locations(metadata, file_size).is_some()
+    })
+}
+
+/// Every column chunk's pages, or `None` unless the offset index covers all
+/// and places every page inside its column chunk, inside the file.
+fn page_locations(metadata: &ParquetMetaData, file_size: u64) -> Option<Vec<Vec<ChunkPages>>> {
     let offset_index = metadata.offset_index()?;
     metadata
         .row_groups()
@@ -206,7 +226,8 @@ fn page_locations(metadata: &ParquetMetaData) -> Option<Vec<Vec<ChunkPages>>> {
                 .iter()
                 .zip(columns)
                 .map(|(chunk, index)| {
-                    let (start, _) = chunk.byte_range();
+                    let (start, len) = chunk.byte_range();
+                    let end = start.checked_add(len).filter(|end| *end <= file_size)?;
                     let locations = index.page_locations();
                     let first = locations.first()?;
                     let first_offset = u64::try_from(first.offset).ok()?;
@@ -219,6 +240,9 @@ fn page_locations(metadata: &ParquetMetaData) -> Option<Vec<Vec<ChunkPages>>> {
                             let offset = u64::try_from(page.offset).ok()?;
                             let len = u64::try_from(page.compressed_page_size).ok()?;
                             let first_row = u64::try_from(page.first_row_index).ok()?;
+                            if offset < start || offset.checked_add(len)? > end {
+                                return None;
+                            }
                             Some(PageSpan {
                                 bytes: offset..offset + len,
                                 first_row,

@@ -7,7 +7,7 @@ mod slices;
 #[cfg(test)]
 mod tests;
 
-pub use layout::{ChunkPages, FileLayout, PageSpan};
+pub use layout::{ChunkPages, FileLayout, PageSpan, offset_index_fits};
 pub use scheduler::{
     Action, CoreConfig, CoreStats, FetchId, FileId, Part, PartitionId, ReadPlan, ScanCore,
 };

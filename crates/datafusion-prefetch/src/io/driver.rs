@@ -27,6 +27,7 @@ use tokio::task::AbortHandle;
 
 use crate::core::{
     Action, CoreStats, FetchId, FileId, FileLayout, Part, PartitionId, ScanCore, SlicePlan,
+    offset_index_fits,
 };
 use crate::metrics::ScanMetrics;
 
@@ -164,9 +165,21 @@ impl ScanScheduler {
     fn apply<R>(&self, transition: impl FnOnce(&mut ScanCore) -> (R, Vec<Action>)) -> R {
         let mut core = self.core.lock();
         let (result, actions) = transition(&mut core);
+        self.make_room(&core, fetch_bytes(&actions));
         self.carry_out(&mut core, actions);
         self.settle(&core);
         result
+    }
+
+    /// Shrink the pool reservation to the staged bytes that are already
+    /// reserved (all but `unreserved`, admitted and not yet grown for), so what
+    /// a transition released is returned before anything new is reserved and
+    /// the pool never holds more than the budget.
+    fn make_room(&self, core: &ScanCore, unreserved: u64) {
+        let reserved = core.stats().staged_bytes.saturating_sub(unreserved) as usize;
+        if self.reservation.size() > reserved {
+            self.reservation.shrink(self.reservation.size() - reserved);
+        }
     }
 
     /// Keep the pool reservation equal to the staged bytes and publish metrics.
@@ -266,10 +279,21 @@ impl ScanScheduler {
         let slot = Slot::spawn("footer read", async move {
             let _guard = guard;
             let options = ArrowReaderOptions::new().with_page_index_policy(page_index);
-            let metadata = reader
+            let mut metadata = reader
                 .get_metadata(Some(&options))
                 .await
                 .map_err(|e| Arc::new(e.to_string()))?;
+            if !offset_index_fits(&metadata, partitioned_file.object_meta.size) {
+                // Loaded for slicing only: a decoder must meet a corrupt offset
+                // index only if it loads the page index itself, as without us.
+                metadata = Arc::new(
+                    ParquetMetaData::clone(&metadata)
+                        .into_builder()
+                        .set_column_index(None)
+                        .set_offset_index(None)
+                        .build(),
+                );
+            }
             if let Some(scheduler) = this.upgrade() {
                 scheduler.metadata_known(file, &partitioned_file, &metadata);
             }
@@ -305,6 +329,7 @@ impl ScanScheduler {
                 .contains::<ParquetRowSelection>();
         let layout = FileLayout::from_metadata(
             metadata,
+            partitioned_file.object_meta.size,
             partitioned_file.range.as_ref(),
             access_plan,
             with_pages,
@@ -455,6 +480,7 @@ impl ScanScheduler {
             let actions = std::mem::take(&mut plan.actions);
             if let Some((id, widened)) = &plan.widened {
                 let bytes: u64 = widened.iter().map(|r| r.end - r.start).sum();
+                self.make_room(core, bytes + fetch_bytes(&actions));
                 if self.reservation.try_grow(bytes as usize).is_err() {
                     core.pool_refused(*id);
                     plan.widened = None;
@@ -481,18 +507,32 @@ impl ScanScheduler {
                 request.extend(widened.iter().cloned());
             }
             let bytes: u64 = request.iter().map(|r| r.end - r.start).sum();
-            self.metrics.request(bytes);
-            let requested = request.len();
-            let fetched = reader.get_byte_ranges(request).await.and_then(|fetched| {
-                if fetched.len() == requested {
-                    Ok(fetched)
-                } else {
-                    Err(ParquetError::General(format!(
-                        "the store returned {} buffers for {requested} ranges",
-                        fetched.len()
-                    )))
-                }
-            });
+            let size = self.files[file].object_meta.size;
+            let fetched = if let Some(past) = request.iter().find(|r| r.end > size) {
+                // A corrupt footer: refuse rather than ask the store for bytes
+                // that do not exist (object_store's range merging panics on
+                // the short answer).
+                Err(ParquetError::EOF(format!(
+                    "range {}..{} ends past the end of the file ({size} bytes)",
+                    past.start, past.end
+                )))
+            } else {
+                self.metrics.request(bytes);
+                let lengths: Vec<u64> = request.iter().map(|r| r.end - r.start).collect();
+                reader.get_byte_ranges(request).await.and_then(|fetched| {
+                    let whole = fetched.len() == lengths.len()
+                        && fetched.iter().zip(&lengths).all(|(b, l)| b.len() as u64 == *l);
+                    if whole {
+                        Ok(fetched)
+                    } else {
+                        Err(ParquetError::General(format!(
+                            "the store returned {} buffers of {:?} bytes for ranges of {lengths:?} bytes",
+                            fetched.len(),
+                            fetched.iter().map(Bytes::len).collect::<Vec<_>>()
+                        )))
+                    }
+                })
+            };
             match fetched {
                 Ok(mut fetched) => {
                     if let Some((id, _)) = &plan.widened {
@@ -591,4 +631,15 @@ impl Drop for ScanScheduler {
         self.settle(&core);
         self.reservation.free();
     }
+}
+
+/// Bytes of the background fetches among `actions` (admitted, not yet reserved).
+fn fetch_bytes(actions: &[Action]) -> u64 {
+    actions
+        .iter()
+        .map(|a| match a {
+            Action::Fetch { ranges, .. } => ranges.iter().map(|r| r.end - r.start).sum(),
+            _ => 0,
+        })
+        .sum()
 }

@@ -318,7 +318,7 @@ fn an_offset_index_pointer_past_the_end_fails_like_off() {
 /// (`object_store::util::coalesce_ranges`). Stock DataFusion (`off`) panics
 /// too. See docs/reliability.md.
 #[test]
-#[ignore = "upstream panic in object_store::util::coalesce_ranges under every policy, off included"]
+#[ignore = "upstream panic: off itself panics in the Parquet decoder when a page-index query meets page locations past the end (every policy now matches off on the full scan)"]
 fn page_locations_past_the_end_fail_like_off() {
     let bad = page_locations_past_eof(&good_file(BAD_FILE));
     check_bad_file("page-locations", bad, [false, true]);
@@ -332,7 +332,7 @@ fn page_locations_past_the_end_fail_like_off() {
 /// the prefetching policies with a `ParquetError::General` that flattened it
 /// to text. See docs/reliability.md.
 #[test]
-#[ignore = "library bug: batched panics (widened range past EOF) and demand errors change class"]
+#[ignore = "library: a demand read past the end fails with a clear Parquet::General error (no panic) where off reports the store's error class (demand-read errors change class)"]
 fn data_cut_out_of_the_middle_fails_like_off() {
     check_bad_file(
         "data-cut-out",

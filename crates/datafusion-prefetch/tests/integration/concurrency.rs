@@ -153,7 +153,6 @@ async fn many_partitions_and_a_tiny_budget_finish_in_bounded_time_with_offs_answ
 /// briefly holds up to twice the budget, and a tight pool refuses read-ahead
 /// it could have granted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "library bug: the reservation grows before released bytes are shrunk"]
 async fn the_pool_never_holds_more_read_ahead_than_the_budget() {
     let files: Vec<_> = (0..8)
         .map(|i| parquet_file(i * 20_000, 20_000, 5_000))
