@@ -42,7 +42,7 @@ pub mod session;
 pub mod source;
 pub mod table;
 
-pub use config::{ByteSize, PrefetchOptions, PrefetchPolicy};
+pub use config::{ByteSize, PrefetchOptions, PrefetchPolicy, RequestTimeout};
 pub use metrics::{PrefetchStats, prefetch_stats};
 pub use session::{PrefetchScanRule, enable_prefetch, prefetching_context};
 pub use source::PrefetchingParquetSource;

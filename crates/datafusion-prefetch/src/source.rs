@@ -236,6 +236,7 @@ impl PrefetchingParquetSource {
             reservation,
             metrics: ScanMetrics::new(self.inner.metrics(), Arc::clone(&self.stats)),
             slicing: self.slicing(),
+            request_timeout: self.options.request_timeout().duration(),
         });
         *running = Arc::downgrade(&scheduler);
         scheduler
@@ -362,12 +363,13 @@ impl FileSource for PrefetchingParquetSource {
         self.inner.fmt_extra(t, f)?;
         let o = &self.options;
         let settings = format!(
-            "prefetch={}(read_ahead_window={}, memory_budget={}, file_open_depth={}, eager_first_read_cap={})",
+            "prefetch={}(read_ahead_window={}, memory_budget={}, file_open_depth={}, eager_first_read_cap={}, request_timeout={})",
             o.policy(),
             o.read_ahead_window(),
             o.memory_budget(),
             o.file_open_depth(),
-            o.eager_first_read_cap()
+            o.eager_first_read_cap(),
+            o.request_timeout()
         );
         match t {
             DisplayFormatType::TreeRender => writeln!(f, "{settings}"),

@@ -2,6 +2,8 @@
 
 mod byte_size;
 mod options;
+mod timeout;
 
 pub use byte_size::{ByteSize, ByteSizeError};
 pub use options::{MAX_FILE_OPEN_DEPTH, PrefetchOptions, PrefetchPolicy};
+pub use timeout::RequestTimeout;

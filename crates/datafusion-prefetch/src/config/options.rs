@@ -8,6 +8,7 @@ use datafusion::common::config::{ConfigEntry, ConfigExtension, ExtensionOptions}
 use datafusion::common::{DataFusionError, Result};
 
 use super::byte_size::ByteSize;
+use super::timeout::RequestTimeout;
 
 /// How a scan fetches Parquet bytes ahead of its decoder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -113,6 +114,7 @@ pub struct PrefetchOptions {
     memory_budget: ByteSize,
     file_open_depth: usize,
     eager_first_read_cap: ByteSize,
+    request_timeout: RequestTimeout,
 }
 
 /// Largest accepted `file_open_depth`: each open-ahead file holds its footer in
@@ -128,6 +130,7 @@ impl Default for PrefetchOptions {
             memory_budget: ByteSize::mib(256),
             file_open_depth: 8,
             eager_first_read_cap: ByteSize::mib(16),
+            request_timeout: RequestTimeout::OFF,
         }
     }
 }
@@ -138,10 +141,10 @@ struct Key {
     description: &'static str,
 }
 
-const KEYS: [Key; 5] = [
+const KEYS: [Key; 6] = [
     Key {
         name: "policy",
-        description: "Scan policy: off (stock DataFusion), batched or pipelined",
+        description: "Scan policy: off (stock DataFusion), batched, pipelined or streaming",
     },
     Key {
         name: "read_ahead_window",
@@ -158,6 +161,10 @@ const KEYS: [Key; 5] = [
     Key {
         name: "eager_first_read_cap",
         description: "Bytes of an upcoming file's leading row groups fetched before the decoder asks (0 disables)",
+    },
+    Key {
+        name: "request_timeout",
+        description: "Longest a demand read may take before the query fails naming the file and ranges (off, or e.g. 30s)",
     },
 ];
 
@@ -187,6 +194,17 @@ impl PrefetchOptions {
         self.eager_first_read_cap
     }
 
+    /// How long a demand read may take (`off`: as long as the store takes).
+    pub fn request_timeout(&self) -> RequestTimeout {
+        self.request_timeout
+    }
+
+    /// Builder-style setter for the demand-read timeout.
+    pub fn with_request_timeout(mut self, timeout: RequestTimeout) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
     /// Set one key by name (without the `prefetch.` prefix), validating the value
     /// against the key's rules and the other settings.
     ///
@@ -214,6 +232,11 @@ impl PrefetchOptions {
             }
             "eager_first_read_cap" => {
                 next.eager_first_read_cap = parse_size(key, value)?;
+            }
+            "request_timeout" => {
+                next.request_timeout = value.parse().map_err(|e| {
+                    config_error(format!("invalid value for prefetch.request_timeout: {e}"))
+                })?;
             }
             _ => {
                 let known = KEYS.map(|k| k.name).join(", ");
@@ -284,6 +307,7 @@ impl PrefetchOptions {
             "memory_budget" => self.memory_budget.to_string(),
             "file_open_depth" => self.file_open_depth.to_string(),
             "eager_first_read_cap" => self.eager_first_read_cap.to_string(),
+            "request_timeout" => self.request_timeout.to_string(),
             _ => unreachable!("every key in KEYS has a value"),
         }
     }
@@ -359,6 +383,9 @@ mod tests {
             ("read_ahead_window", "64MiB"),
             ("file_open_depth", "8"),
             ("eager_first_read_cap", "0"),
+            ("request_timeout", "30s"),
+            ("request_timeout", "250ms"),
+            ("request_timeout", "off"),
         ] {
             options.set_key(key, value).unwrap();
             let entry = options
@@ -389,6 +416,8 @@ mod tests {
             ),
             ("file_open_depth", "-2", "prefetch.file_open_depth"),
             ("file_open_depth", "100000", "from 0 to 256"),
+            ("request_timeout", "soon", "expected off or e.g. 500ms"),
+            ("request_timeout", "5h", "prefetch.request_timeout"),
             (
                 "eager_first_read_cap",
                 "1.5",

@@ -85,6 +85,8 @@ pub(crate) struct SchedulerParts {
     /// `streaming` (and the scan's row order allows it): read files with an
     /// offset index slice by slice.
     pub slicing: bool,
+    /// `prefetch.request_timeout`: the longest a demand read may take.
+    pub request_timeout: Option<Duration>,
 }
 
 /// One scan's I/O scheduler, shared by all its partitions.
@@ -103,6 +105,7 @@ pub(crate) struct ScanScheduler {
     reservation: MemoryReservation,
     metrics: ScanMetrics,
     slicing: bool,
+    request_timeout: Option<Duration>,
     started: Instant,
     first_batch_seen: AtomicBool,
     slowest_fetch_micros: AtomicU64,
@@ -137,6 +140,7 @@ impl ScanScheduler {
             reservation: parts.reservation,
             metrics: parts.metrics,
             slicing: parts.slicing,
+            request_timeout: parts.request_timeout,
             started: Instant::now(),
             first_batch_seen: Default::default(),
             slowest_fetch_micros: Default::default(),
@@ -431,6 +435,21 @@ impl ScanScheduler {
         }
     }
 
+    /// A demand read, within `prefetch.request_timeout` if one is set.
+    async fn demand<T>(
+        &self,
+        read: impl Future<Output = parquet::errors::Result<T>>,
+    ) -> parquet::errors::Result<T> {
+        match self.request_timeout {
+            None => read.await,
+            Some(limit) => tokio::time::timeout(limit, read).await.unwrap_or_else(|_| {
+                Err(ParquetError::General(format!(
+                    "no answer within prefetch.request_timeout ({limit:?})"
+                )))
+            }),
+        }
+    }
+
     /// A demand read failed: say which file and bytes, whatever the store said.
     fn read_error(&self, file: FileId, ranges: &[Range<u64>], error: ParquetError) -> ParquetError {
         let location = &self.files[file].object_meta.location;
@@ -519,7 +538,9 @@ impl ScanScheduler {
             } else {
                 self.metrics.request(bytes);
                 let lengths: Vec<u64> = request.iter().map(|r| r.end - r.start).collect();
-                reader.get_byte_ranges(request).await.and_then(|fetched| {
+                self.demand(reader.get_byte_ranges(request))
+                    .await
+                    .and_then(|fetched| {
                     let whole = fetched.len() == lengths.len()
                         && fetched.iter().zip(&lengths).all(|(b, l)| b.len() as u64 == *l);
                     if whole {
@@ -597,9 +618,11 @@ impl ScanScheduler {
                         // the query: fetch the range on demand instead.
                         None => {
                             self.metrics.request(range.end - range.start);
-                            reader.get_bytes(range.clone()).await.map_err(|e| {
-                                self.read_error(file, std::slice::from_ref(range), e)
-                            })?
+                            self.demand(reader.get_bytes(range.clone()))
+                                .await
+                                .map_err(|e| {
+                                    self.read_error(file, std::slice::from_ref(range), e)
+                                })?
                         }
                     }
                 }

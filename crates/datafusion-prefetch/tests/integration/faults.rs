@@ -123,3 +123,41 @@ async fn a_stalled_prefetch_is_abandoned_for_a_demand_read() {
     );
     assert_eq!(fx.pool.reserved(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demand_read_that_stalls_fails_after_the_request_timeout() {
+    let files = vec![parquet_file(0, 20_000, 20_000)];
+    let fx = fixture(files.clone(), FixtureOptions::default()).await;
+    let (path, _) = &fx.files[0];
+    // Every read of the payload column stalls, demand reads included.
+    fx.faults.push(
+        FaultRule::new(Fault::Stall)
+            .path(path.as_ref())
+            .overlapping(chunk(&files[0], 0, PAYLOAD)),
+    );
+    fx.set("request_timeout", "300ms").await;
+    for policy in ["batched", "pipelined", "streaming"] {
+        fx.set("policy", policy).await;
+        let plan = fx.plan("SELECT sum(payload) FROM t").await;
+        let stats = datafusion_prefetch::prefetch_stats(&plan);
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(20),
+            datafusion::physical_plan::collect(plan, fx.ctx.task_ctx()),
+        )
+        .await
+        .expect("the timeout must end the query");
+        let error = outcome
+            .expect_err("a stalled demand read fails the query")
+            .to_string();
+        assert!(
+            error.contains("prefetch.request_timeout"),
+            "{policy}: {error}"
+        );
+        assert!(error.contains(path.as_ref()), "{policy}: {error}");
+        settle(&stats[0]).await;
+        assert_eq!(stats[0].staged_bytes(), 0, "{policy}");
+        assert_eq!(stats[0].live_tasks(), 0, "{policy}");
+        assert_eq!(fx.pool.reserved(), 0, "{policy}");
+    }
+    assert!(fx.fault_stats.injected(FaultKind::Stall) >= 3);
+}
