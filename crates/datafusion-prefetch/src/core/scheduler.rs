@@ -617,17 +617,11 @@ impl ScanCore {
                 column,
                 last_slice: Some(last_slice),
             };
-            self.live_fetches.entry(id).or_default().chunks += 1;
+            self.stage(file, piece);
             if let Some(fetch) = self.live_fetches.get_mut(&id) {
                 fetch.served = true;
             }
-            *self.partition_staged.entry(partition).or_default() += len;
-            self.stats.staged_bytes += len;
-            self.stats.bytes_fetched_ahead += len;
             self.stats.bytes_served_from_prefetch += len;
-            self.stats.peak_staged_bytes =
-                self.stats.peak_staged_bytes.max(self.stats.staged_bytes);
-            self.staged.insert((file, range.start), piece);
             kept.push(position);
         }
         if kept.is_empty() {
@@ -1041,18 +1035,23 @@ impl ScanCore {
                 last_slice,
             };
             ranges.push(range);
-            self.live_fetches.entry(id).or_default().chunks += 1;
-            *self.partition_staged.entry(partition).or_default() += len;
-            self.stats.staged_bytes += len;
-            self.stats.bytes_fetched_ahead += len;
-            self.stats.peak_staged_bytes =
-                self.stats.peak_staged_bytes.max(self.stats.staged_bytes);
-            self.staged.insert((file, piece.range.start), piece);
+            self.stage(file, piece);
         }
         fetches
             .into_iter()
             .map(|(id, file, _, ranges)| Action::Fetch { id, file, ranges })
             .collect()
+    }
+
+    /// Count `piece` (already admitted) as staged for `file`'s decoder.
+    fn stage(&mut self, file: FileId, piece: StagedPiece) {
+        let len = piece.len();
+        self.live_fetches.entry(piece.fetch).or_default().chunks += 1;
+        *self.partition_staged.entry(piece.partition).or_default() += len;
+        self.stats.staged_bytes += len;
+        self.stats.bytes_fetched_ahead += len;
+        self.stats.peak_staged_bytes = self.stats.peak_staged_bytes.max(self.stats.staged_bytes);
+        self.staged.insert((file, piece.range.start), piece);
     }
 
     fn release_where(
