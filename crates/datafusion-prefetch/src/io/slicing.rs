@@ -129,7 +129,7 @@ impl MorselPlanner for SlicingPlanner {
     }
 }
 
-/// One scan unit per slice: the slice's index and selected rows.
+/// One slice as a scan unit: (slice index, row group, selected rows).
 type SliceUnit = (usize, usize, Vec<Range<u64>>);
 
 /// The slices of `plan`, as units a sequence can read one by one or merge.
