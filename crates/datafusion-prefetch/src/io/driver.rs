@@ -457,10 +457,10 @@ impl ScanScheduler {
             .iter()
             .map(|r| format!("{}..{}", r.start, r.end))
             .collect();
-        ParquetError::General(format!(
-            "reading {location} bytes [{}]: {error}",
-            ranges.join(", ")
-        ))
+        super::read_error::reading(
+            format!("reading {location} bytes [{}]", ranges.join(", ")),
+            error,
+        )
     }
 
     /// Keep demanded pages a later slice reads staged under `id` (the core has
@@ -527,12 +527,14 @@ impl ScanScheduler {
             }
             let bytes: u64 = request.iter().map(|r| r.end - r.start).sum();
             let size = self.files[file].object_meta.size;
-            let fetched = if let Some(past) = request.iter().find(|r| r.end > size) {
-                // A corrupt footer: refuse rather than ask the store for bytes
-                // that do not exist (object_store's range merging panics on
-                // the short answer).
-                Err(ParquetError::EOF(format!(
-                    "range {}..{} ends past the end of the file ({size} bytes)",
+            let fetched = if let Some(past) = request.iter().find(|r| r.start >= size) {
+                // A corrupt footer: refuse, as a store does, rather than ask
+                // for bytes that do not exist (object_store's range merging
+                // can panic on the answer). A range that only ends past the
+                // end is asked for: stores clamp it, and the short buffer is
+                // refused below, as the decoder would.
+                Err(super::read_error::refused(format!(
+                    "range {}..{} starts past the end of the file ({size} bytes)",
                     past.start, past.end
                 )))
             } else {

@@ -2,6 +2,7 @@
 
 mod driver;
 mod morsel;
+mod read_error;
 mod reader;
 mod slicing;
 

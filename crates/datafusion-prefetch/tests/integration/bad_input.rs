@@ -332,7 +332,6 @@ fn page_locations_past_the_end_fail_like_off() {
 /// the prefetching policies with a `ParquetError::General` that flattened it
 /// to text. See docs/reliability.md.
 #[test]
-#[ignore = "library: a demand read past the end fails with a clear Parquet::General error (no panic) where off reports the store's error class (demand-read errors change class)"]
 fn data_cut_out_of_the_middle_fails_like_off() {
     check_bad_file(
         "data-cut-out",

@@ -111,7 +111,6 @@ fn a_data_read_cut_short_with_an_error_fails_every_policy_naming_the_file() {
 /// policies flatten it into `ParquetError::General(String)` in
 /// `ScanScheduler::read_error` (crates/datafusion-prefetch/src/io/driver.rs).
 #[test]
-#[ignore = "library bug: demand-read errors lose the store error's class"]
 fn a_failed_data_read_fails_with_the_error_class_of_off() {
     for (case, fault) in [
         ("error-class", Fault::Error),
@@ -131,7 +130,7 @@ fn a_failed_data_read_fails_with_the_error_class_of_off() {
 /// panics ("Range length must match buffer length"): `ScanScheduler::read`
 /// checks how many buffers came back, not their lengths.
 #[test]
-#[ignore = "upstream panic in object_store under every policy, and a short demand buffer reaches the decoder"]
+#[ignore = "upstream panic in object_store (coalesced range sliced past a short body) under every policy, off included"]
 fn a_data_read_cut_short_silently_fails_every_policy_without_a_panic() {
     let outcomes = outcomes_under("short-body", Fault::truncate_silently(10));
     assert_all_fail_naming_the_file("short-body", &outcomes);
