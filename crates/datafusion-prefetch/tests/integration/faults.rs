@@ -161,3 +161,33 @@ async fn a_demand_read_that_stalls_fails_after_the_request_timeout() {
     }
     assert!(fx.fault_stats.injected(FaultKind::Stall) >= 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transient_error_on_a_demand_read_fails_the_query_naming_the_file() {
+    // One file, one row group: its first data read is the decoder's own under
+    // batched and pipelined (nothing to read ahead of it yet).
+    let files = vec![parquet_file(0, 20_000, 20_000)];
+    let fx = fixture(files.clone(), FixtureOptions::default()).await;
+    let (path, _) = &fx.files[0];
+    for policy in ["off", "batched", "pipelined"] {
+        fx.faults.set([FaultRule::new(Fault::Error)
+            .path(path.as_ref())
+            .overlapping(chunk(&files[0], 0, PAYLOAD))
+            .once()]);
+        fx.set("policy", policy).await;
+        let plan = fx.plan("SELECT sum(payload) FROM t").await;
+        let stats = datafusion_prefetch::prefetch_stats(&plan);
+        let error = datafusion::physical_plan::collect(plan, fx.ctx.task_ctx())
+            .await
+            .expect_err("a failed demand read fails the query, as under off")
+            .to_string();
+        assert!(error.contains("injected error"), "{policy}: {error}");
+        if policy != "off" {
+            assert!(error.contains(path.as_ref()), "{policy}: {error}");
+            settle(&stats[0]).await;
+            assert_eq!(stats[0].staged_bytes(), 0, "{policy}");
+            assert_eq!(stats[0].live_tasks(), 0, "{policy}");
+        }
+        assert_eq!(fx.pool.reserved(), 0, "{policy}");
+    }
+}
