@@ -13,16 +13,15 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use datafusion::arrow::array::{Int64Array, ListArray, RecordBatch, StringArray, UInt64Array};
+use datafusion::arrow::array::{ListArray, RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema};
 use datafusion_prefetch::{PrefetchPolicy, prefetch_stats};
 use parquet::arrow::ArrowWriter;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader, ParquetMetaDataWriter};
-use parquet::file::properties::WriterProperties;
 use parquet::file::writer::TrackedWrite;
 
 use crate::errors::{Outcome, panics_on, run_in_task, run_on_named_runtime};
-use crate::support::{FixtureOptions, assert_released, fixture, schema};
+use crate::support::{FixtureOptions, assert_released, fixture, parquet_file_with};
 
 const ROWS_PER_FILE: u64 = 4000;
 const BAD_FILE: u64 = 2;
@@ -38,31 +37,16 @@ const QUERIES: [&str; 2] = [
 /// A valid file of the table's schema with a page index: two row groups of
 /// 2000 rows, pages of 250 rows.
 fn good_file(index: u64) -> Bytes {
-    let ids: Vec<u64> = (index * ROWS_PER_FILE..(index + 1) * ROWS_PER_FILE).collect();
-    let payload: Int64Array = ids
-        .iter()
-        .map(|i| (i % 11 != 0).then_some(*i as i64 * 3))
-        .collect();
-    let tags: StringArray = ids.iter().map(|i| Some(format!("tag{}", i % 7))).collect();
-    let batch = RecordBatch::try_new(
-        schema(),
-        vec![
-            Arc::new(UInt64Array::from(ids)),
-            Arc::new(payload),
-            Arc::new(tags),
-        ],
+    parquet_file_with(
+        index * ROWS_PER_FILE,
+        ROWS_PER_FILE as usize,
+        2000,
+        |props| {
+            props
+                .set_data_page_row_count_limit(250)
+                .set_write_batch_size(250)
+        },
     )
-    .unwrap();
-    let props = WriterProperties::builder()
-        .set_max_row_group_row_count(Some(2000))
-        .set_data_page_row_count_limit(250)
-        .set_write_batch_size(250)
-        .build();
-    let mut out = vec![];
-    let mut writer = ArrowWriter::try_new(&mut out, schema(), Some(props)).unwrap();
-    writer.write(&batch).unwrap();
-    writer.close().unwrap();
-    Bytes::from(out)
 }
 
 /// Length of the Thrift-encoded footer (the 4 bytes before the closing magic).
