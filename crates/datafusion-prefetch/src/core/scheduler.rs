@@ -14,8 +14,6 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::layout::FileLayout;
-#[cfg(doc)]
-use super::slices::MIN_COLUMN_SLICE_BYTES;
 use super::slices::{SlicePlan, SliceSizing, plan_slices};
 use crate::config::PrefetchPolicy;
 
@@ -44,7 +42,7 @@ pub struct CoreConfig {
     /// `streaming`: about how many bytes of the projected columns one slice reads.
     pub slice_target_bytes: u64,
     /// `streaming`: the least one slice reads of each column
-    /// ([`MIN_COLUMN_SLICE_BYTES`] outside tests).
+    /// ([`MIN_COLUMN_SLICE_BYTES`](super::MIN_COLUMN_SLICE_BYTES) outside tests).
     pub slice_min_column_bytes: u64,
 }
 
@@ -937,7 +935,7 @@ impl ScanCore {
                         let first = if self.plans_confirmed {
                             cap
                         } else {
-                            plan_bytes(&slices.plan, 0).min(cap)
+                            slices.plan.slice_bytes(0).min(cap)
                         };
                         self.slices_ahead(file, 0, first)
                     } else if !self.learned_paths.is_empty() {
@@ -1090,14 +1088,5 @@ impl ScanCore {
             *p -= len;
         }
         self.pool_backoff = false;
-    }
-}
-
-/// Bytes of slice `slice` of `plan` (0 if there is no such slice).
-fn plan_bytes(plan: &SlicePlan, slice: usize) -> u64 {
-    if slice < plan.slices.len() {
-        plan.slice_bytes(slice)
-    } else {
-        0
     }
 }

@@ -43,7 +43,7 @@ impl Morselizer for SlicingMorselizer {
         };
         // Held until the last slice is planned, so the file stays open (and its
         // staged pages staged) between one slice's decoder and the next.
-        let hold = Arc::new(FileHold::new(&self.scheduler, id, self.partition));
+        let hold = FileHold::new(&self.scheduler, id, self.partition);
         Ok(Box::new(SlicingPlanner {
             inner: Arc::clone(&self.inner),
             scheduler: Arc::clone(&self.scheduler),
@@ -85,7 +85,7 @@ struct SlicingPlanner {
     file: PartitionedFile,
     id: FileId,
     partition: PartitionId,
-    hold: Arc<FileHold>,
+    hold: FileHold,
 }
 
 impl fmt::Debug for SlicingPlanner {
@@ -183,7 +183,7 @@ struct SliceSequence {
     rest: VecDeque<SliceUnit>,
     row_counts: Vec<u64>,
     file: PartitionedFile,
-    hold: Option<Arc<FileHold>>,
+    hold: Option<FileHold>,
 }
 
 impl fmt::Debug for SliceSequence {
