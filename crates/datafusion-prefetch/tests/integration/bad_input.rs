@@ -302,19 +302,18 @@ fn an_offset_index_pointer_past_the_end_fails_like_off() {
 /// (`object_store::util::coalesce_ranges`). Stock DataFusion (`off`) panics
 /// too. See docs/reliability.md.
 #[test]
-#[ignore = "upstream panic: off itself panics in the Parquet decoder when a page-index query meets page locations past the end (every policy now matches off on the full scan)"]
+#[ignore = "upstream panic: off itself panics on the page-index query (a response sliced past its end); every policy matches off on the full scan"]
 fn page_locations_past_the_end_fail_like_off() {
     let bad = page_locations_past_eof(&good_file(BAD_FILE));
     check_bad_file("page-locations", bad, [false, true]);
 }
 
 /// Column chunks pointing at the wrong bytes or past the end. `off` fails
-/// with a decode error; `batched` widens its demand read with later chunks
-/// taken from the same broken footer, one of which straddles the end of the
-/// file, and panics in object_store's `coalesce_ranges`. The selective query
-/// fails under `off` with the store's error (`ParquetError::External`), under
-/// the prefetching policies with a `ParquetError::General` that flattened it
-/// to text. See docs/reliability.md.
+/// with a decode error, and the selective query with the store's error
+/// (`ParquetError::External`); every policy must fail the same way: chunks
+/// the footer places past the end are never read ahead or widened into a
+/// demand read, and a demand-read error keeps the store error's kind. See
+/// docs/reliability.md.
 #[test]
 fn data_cut_out_of_the_middle_fails_like_off() {
     check_bad_file(

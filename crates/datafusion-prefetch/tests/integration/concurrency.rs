@@ -146,12 +146,10 @@ async fn many_partitions_and_a_tiny_budget_finish_in_bounded_time_with_offs_answ
 }
 
 /// The memory pool must never hold more for read-ahead than the budget: the
-/// scheduler keeps its reservation equal to its staged bytes. Today it grows
-/// the reservation for a transition's new fetches before shrinking it for the
-/// chunks the same transition released (`ScanScheduler::apply` →
-/// `carry_out` → `settle`, and the widened `try_grow` in `read`), so the pool
-/// briefly holds up to twice the budget, and a tight pool refuses read-ahead
-/// it could have granted.
+/// scheduler keeps its reservation equal to its staged bytes, shrinking it
+/// for what a transition released before growing it for the transition's new
+/// fetches (`ScanScheduler::make_room`). Growing first let the pool briefly
+/// hold up to twice the budget.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_pool_never_holds_more_read_ahead_than_the_budget() {
     let files: Vec<_> = (0..8)

@@ -107,9 +107,9 @@ fn a_data_read_cut_short_with_an_error_fails_every_policy_naming_the_file() {
 
 /// The error a failed demand read surfaces should keep the store's error as
 /// its source, as `off` does (`ParquetError::External(object_store::Error)`),
-/// so callers can tell a store error from corrupt data. Today the prefetching
-/// policies flatten it into `ParquetError::General(String)` in
-/// `ScanScheduler::read_error` (crates/datafusion-prefetch/src/io/driver.rs).
+/// so callers can tell a store error from corrupt data (the prefetching
+/// policies add the file and ranges to the store error's message, keeping its
+/// kind: `io/read_error.rs`).
 #[test]
 fn a_failed_data_read_fails_with_the_error_class_of_off() {
     for (case, fault) in [
@@ -122,13 +122,10 @@ fn a_failed_data_read_fails_with_the_error_class_of_off() {
 }
 
 /// A body that ends cleanly but short (object_store does not compare it with
-/// the requested range). Two panics stand in the way, so this test needs two
-/// fixes: object_store 0.13.2's `coalesce_ranges` (the default `get_ranges`)
+/// the requested range). A panic stands in the way: object_store 0.13.2's `coalesce_ranges` (the default `get_ranges`)
 /// panics slicing the short body when several ranges were coalesced — under
-/// every policy, `off` included — and when the demand read was a single range
-/// the prefetching policies hand the short buffer to the decoder, which
-/// panics ("Range length must match buffer length"): `ScanScheduler::read`
-/// checks how many buffers came back, not their lengths.
+/// every policy, `off` included. (A single short buffer is refused by the
+/// prefetching policies, which compare each buffer with its range.)
 #[test]
 #[ignore = "upstream panic in object_store (coalesced range sliced past a short body) under every policy, off included"]
 fn a_data_read_cut_short_silently_fails_every_policy_without_a_panic() {
