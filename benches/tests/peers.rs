@@ -22,9 +22,9 @@ fn the_peers_suite_runs_datafusion_over_the_proxy_and_skips_missing_engines() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     for line in [
         "| tpch_q6 | datafusion off |",
-        "| tpch_q6 | datafusion pipelined |",
+        "| tpch_q6 | datafusion auto |",
         "| hits_q7 | datafusion off |",
-        "| hits_q7 | datafusion pipelined |",
+        "| hits_q7 | datafusion auto |",
     ] {
         let row = stdout
             .lines()

@@ -12,7 +12,7 @@ use datafusion::physical_plan::metrics::{
     Count, ExecutionPlanMetricsSet, Gauge, MetricBuilder, MetricValue, Time,
 };
 
-use crate::core::CoreStats;
+use crate::core::{AutoSnapshot, CoreStats};
 
 /// Live counters of one [`PrefetchingParquetSource`](crate::PrefetchingParquetSource),
 /// summed over every execution of it.
@@ -128,7 +128,20 @@ pub(crate) struct ScanMetrics {
     peak_staged_bytes: Gauge,
     time_to_first_batch: Time,
     io_wait: Time,
+    auto: Option<AutoMetrics>,
     stats: Arc<PrefetchStats>,
+}
+
+/// What `auto` measured and decided, as the latest values.
+#[derive(Debug, Clone)]
+struct AutoMetrics {
+    rtt_micros: Gauge,
+    bandwidth: Gauge,
+    decode_rate: Gauge,
+    lead_bytes: Gauge,
+    remote: Gauge,
+    requests_merged: Count,
+    requests_split: Count,
 }
 
 fn global_time(metrics: &ExecutionPlanMetricsSet, name: &'static str) -> Time {
@@ -141,8 +154,23 @@ fn global_time(metrics: &ExecutionPlanMetricsSet, name: &'static str) -> Time {
 }
 
 impl ScanMetrics {
-    pub(crate) fn new(metrics: &ExecutionPlanMetricsSet, stats: Arc<PrefetchStats>) -> Self {
+    /// The metrics of one scan; `auto` adds what the policy measured and chose.
+    pub(crate) fn new(
+        metrics: &ExecutionPlanMetricsSet,
+        stats: Arc<PrefetchStats>,
+        auto: bool,
+    ) -> Self {
         let counter = |name: &'static str| MetricBuilder::new(metrics).global_counter(name);
+        let gauge = |name: &'static str| MetricBuilder::new(metrics).global_gauge(name);
+        let auto = auto.then(|| AutoMetrics {
+            rtt_micros: gauge("prefetch_auto_rtt_us"),
+            bandwidth: gauge("prefetch_auto_bandwidth_bytes_per_sec"),
+            decode_rate: gauge("prefetch_auto_decode_bytes_per_sec"),
+            lead_bytes: gauge("prefetch_auto_lead_bytes"),
+            remote: gauge("prefetch_auto_remote"),
+            requests_merged: counter("prefetch_requests_merged"),
+            requests_split: counter("prefetch_requests_split"),
+        });
         Self {
             requests: counter("prefetch_requests"),
             bytes_fetched: counter("prefetch_bytes_fetched"),
@@ -162,6 +190,7 @@ impl ScanMetrics {
                 .global_gauge("prefetch_peak_staged_bytes"),
             time_to_first_batch: global_time(metrics, "prefetch_time_to_first_batch"),
             io_wait: global_time(metrics, "prefetch_io_wait"),
+            auto,
             stats,
         }
     }
@@ -189,6 +218,27 @@ impl ScanMetrics {
 
     pub(crate) fn first_batch(&self, after: Duration) {
         self.time_to_first_batch.add_duration(after);
+    }
+
+    /// Publish `auto`'s latest measurements and decisions. Gauges hold the
+    /// last value; with several executions of one plan, the last to publish.
+    pub(crate) fn publish_auto(&self, snapshot: &AutoSnapshot) {
+        let Some(auto) = &self.auto else {
+            return;
+        };
+        let whole = |v: f64| v.min(usize::MAX as f64) as usize;
+        if let Some(rtt) = snapshot.rtt {
+            auto.rtt_micros
+                .set(usize::try_from(rtt.as_micros()).unwrap_or(usize::MAX));
+        }
+        if let Some(bandwidth) = snapshot.bandwidth {
+            auto.bandwidth.set(whole(bandwidth));
+        }
+        if let Some(rate) = snapshot.decode_rate {
+            auto.decode_rate.set(whole(rate));
+        }
+        auto.lead_bytes.set(whole(snapshot.lead_bytes as f64));
+        auto.remote.set(usize::from(snapshot.remote));
     }
 
     /// Publish the scheduler's counters, given what was published before.
@@ -255,6 +305,22 @@ impl ScanMetrics {
                 now.oversized_pages,
             ),
         ];
+        if let Some(auto) = &self.auto {
+            for (count, old, new) in [
+                (
+                    &auto.requests_merged,
+                    before.requests_merged,
+                    now.requests_merged,
+                ),
+                (
+                    &auto.requests_split,
+                    before.requests_split,
+                    now.requests_split,
+                ),
+            ] {
+                count.add(new.saturating_sub(old) as usize);
+            }
+        }
         for (count, old, new) in counters {
             let delta = new.saturating_sub(old);
             if delta > 0 {

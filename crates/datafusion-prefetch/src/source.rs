@@ -234,18 +234,27 @@ impl PrefetchingParquetSource {
             metadata_size_hint: self.inner_metadata_size_hint(),
             plan_metrics: self.inner.metrics().clone(),
             reservation,
-            metrics: ScanMetrics::new(self.inner.metrics(), Arc::clone(&self.stats)),
+            metrics: ScanMetrics::new(
+                self.inner.metrics(),
+                Arc::clone(&self.stats),
+                self.options.policy() == PrefetchPolicy::Auto,
+            ),
             slicing: self.slicing(),
             request_timeout: self.options.request_timeout().duration(),
+            metadata_cache: self.metadata_cache.clone(),
         });
         *running = Arc::downgrade(&scheduler);
         scheduler
     }
 
-    /// Whether `streaming` may cut files into slices. A scan that reverses row
-    /// groups (sort pushdown) keeps them whole: slices are decoded in file order.
+    /// Whether `streaming` (or `auto`) may cut files into slices. A scan that
+    /// reverses row groups (sort pushdown) keeps them whole: slices are
+    /// decoded in file order.
     fn slicing(&self) -> bool {
-        if self.options.policy() != PrefetchPolicy::Streaming {
+        if !matches!(
+            self.options.policy(),
+            PrefetchPolicy::Streaming | PrefetchPolicy::Auto
+        ) {
             return false;
         }
         struct Extra<'a>(&'a ParquetSource);
@@ -325,7 +334,7 @@ impl FileSource for PrefetchingParquetSource {
             inner,
             scheduler: Arc::clone(&scheduler),
         };
-        if self.options.policy() == PrefetchPolicy::Streaming {
+        if self.slicing() {
             return Ok(Box::new(SlicingMorselizer {
                 inner: Arc::new(observed),
                 scheduler,

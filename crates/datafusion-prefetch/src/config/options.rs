@@ -21,7 +21,6 @@ pub enum PrefetchPolicy {
     Batched,
     /// While row group *k* decodes, row groups *k+1…* are fetched in the
     /// background up to the window, and upcoming files are opened ahead.
-    #[default]
     Pipelined,
     /// Page-granular: each row group is read as a sequence of row slices whose
     /// pages (found through the offset index) are fetched ahead in decode order,
@@ -29,15 +28,25 @@ pub enum PrefetchPolicy {
     /// the window rather than the row-group size. Files without an offset index
     /// are read like `pipelined`.
     Streaming,
+    /// Adapts to what the scan measures (the default). On a local store
+    /// (round trip under 2 ms) it reads exactly like `off`. On a remote one it
+    /// reads files with an offset index slice by slice and others row group by
+    /// row group, keeps as many bytes ahead as the decoder consumes while a
+    /// request is answered (within the window and budget), and merges or
+    /// splits requests by the measured round trip and bandwidth.
+    #[default]
+    Auto,
 }
-
-/// Policies that are planned but not implemented yet; refused with a clear error.
-const NOT_YET_IMPLEMENTED: [&str; 1] = ["auto"];
 
 impl PrefetchPolicy {
     /// Every policy this build accepts, in the order they are documented.
-    pub const ALL: [PrefetchPolicy; 4] =
-        [Self::Off, Self::Batched, Self::Pipelined, Self::Streaming];
+    pub const ALL: [PrefetchPolicy; 5] = [
+        Self::Off,
+        Self::Batched,
+        Self::Pipelined,
+        Self::Streaming,
+        Self::Auto,
+    ];
 
     /// The name used by `SET prefetch.policy`.
     pub fn name(self) -> &'static str {
@@ -46,12 +55,14 @@ impl PrefetchPolicy {
             Self::Batched => "batched",
             Self::Pipelined => "pipelined",
             Self::Streaming => "streaming",
+            Self::Auto => "auto",
         }
     }
 
-    /// Whether the scan fetches ahead in the background (and opens files ahead).
+    /// Whether the scan may fetch ahead in the background (and open files
+    /// ahead); `auto` does so only where it measures a remote store.
     pub fn reads_ahead(self) -> bool {
-        matches!(self, Self::Pipelined | Self::Streaming)
+        matches!(self, Self::Pipelined | Self::Streaming | Self::Auto)
     }
 
     fn accepted() -> String {
@@ -72,12 +83,6 @@ impl FromStr for PrefetchPolicy {
         let wanted = s.trim().to_ascii_lowercase();
         if let Some(policy) = Self::ALL.into_iter().find(|p| p.name() == wanted) {
             return Ok(policy);
-        }
-        if NOT_YET_IMPLEMENTED.contains(&wanted.as_str()) {
-            return Err(DataFusionError::Configuration(format!(
-                "prefetch.policy '{wanted}' is not implemented yet; accepted values: {}",
-                Self::accepted()
-            )));
         }
         Err(DataFusionError::Configuration(format!(
             "invalid value '{s}' for prefetch.policy; accepted values: {}",
@@ -105,7 +110,7 @@ impl FromStr for PrefetchPolicy {
 /// assert_eq!(options.read_ahead_window().as_u64(), 8 << 20);
 ///
 /// let err = config.options_mut().set("prefetch.policy", "bogus").unwrap_err();
-/// assert!(err.to_string().contains("off, batched, pipelined, streaming"));
+/// assert!(err.to_string().contains("off, batched, pipelined, streaming, auto"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrefetchOptions {
@@ -144,7 +149,7 @@ struct Key {
 const KEYS: [Key; 6] = [
     Key {
         name: "policy",
-        description: "Scan policy: off (stock DataFusion), batched, pipelined or streaming",
+        description: "Scan policy: auto (adapts to the measured store and decoder), off (stock DataFusion), batched, pipelined or streaming",
     },
     Key {
         name: "read_ahead_window",
@@ -403,9 +408,8 @@ mod tests {
             (
                 "policy",
                 "bogus",
-                "accepted values: off, batched, pipelined, streaming",
+                "accepted values: off, batched, pipelined, streaming, auto",
             ),
-            ("policy", "auto", "not implemented yet"),
             ("read_ahead_window", "-1", "prefetch.read_ahead_window"),
             ("read_ahead_window", "0", "at least 1 byte"),
             ("memory_budget", "lots", "prefetch.memory_budget"),

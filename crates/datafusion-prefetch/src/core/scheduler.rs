@@ -13,7 +13,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::sync::Arc;
 
+use std::time::Duration;
+
+use super::auto::{AutoSnapshot, AutoTuner};
 use super::layout::FileLayout;
+use super::requests::{RequestPlan, plan_requests};
 use super::slices::{SlicePlan, SliceSizing, plan_slices};
 use crate::config::PrefetchPolicy;
 
@@ -155,6 +159,10 @@ pub struct CoreStats {
     /// Pages larger than the window or the budget: never fetched ahead, read
     /// alone by the decoder with nothing else fetched ahead behind them.
     pub oversized_pages: u64,
+    /// `auto`: ranges that shared a request with a neighbour.
+    pub requests_merged: u64,
+    /// `auto`: requests added by splitting large ranges.
+    pub requests_split: u64,
 }
 
 #[derive(Debug, Default)]
@@ -281,6 +289,10 @@ pub struct ScanCore {
     /// Set when the memory pool refused a reservation; cleared when bytes are
     /// released, so read-ahead shrinks to what the pool grants.
     pool_backoff: bool,
+    /// `auto`: what the scan measured, and the read-ahead it chose.
+    auto: Option<AutoTuner>,
+    /// `auto`: when each partition's decoder was last handed bytes, and how many.
+    handed_back: BTreeMap<PartitionId, (Duration, u64)>,
     stats: CoreStats,
 }
 
@@ -289,7 +301,6 @@ impl ScanCore {
     /// partition `p` will be handed, in order.
     pub fn new(config: CoreConfig, file_count: usize, order: Vec<Vec<FileId>>) -> Self {
         Self {
-            config,
             files: (0..file_count).map(|_| FileState::default()).collect(),
             order,
             learned_paths: BTreeSet::new(),
@@ -303,7 +314,10 @@ impl ScanCore {
             partition_staged: BTreeMap::new(),
             next_fetch: 0,
             pool_backoff: false,
+            auto: (config.policy == PrefetchPolicy::Auto).then(AutoTuner::new),
+            handed_back: BTreeMap::new(),
             stats: CoreStats::default(),
+            config,
         }
     }
 
@@ -379,7 +393,7 @@ impl ScanCore {
         if self.files[file].layout.is_some() {
             return vec![];
         }
-        if self.config.policy == PrefetchPolicy::Streaming && layout.pages.is_some() {
+        if self.page_granular() && layout.pages.is_some() {
             let columns = match &self.projection {
                 Some(roots) => layout.leaves_of(roots),
                 None => (0..layout.column_paths.len()).collect(),
@@ -418,6 +432,27 @@ impl ScanCore {
     pub fn slice_plan(&self, file: FileId) -> Option<Arc<SlicePlan>> {
         let slices = self.files.get(file)?.slices.as_ref()?;
         Some(Arc::clone(&slices.plan))
+    }
+
+    /// The slices `file`'s decoders will read, decided now that they start:
+    /// under `auto`, a file planned in slices while the store was assumed
+    /// remote is read whole once it measured local — its slice plan and any
+    /// pages staged for it are dropped, so the core predicts what the decoder
+    /// really asks for.
+    pub fn slices_for_reading(&mut self, file: FileId) -> (Option<Arc<SlicePlan>>, Vec<Action>) {
+        if self.page_granular() {
+            return (self.slice_plan(file), vec![]);
+        }
+        if self
+            .files
+            .get_mut(file)
+            .and_then(|f| f.slices.take())
+            .is_none()
+        {
+            return (None, vec![]);
+        }
+        let actions = self.release_where(|key, piece| key.0 == file && piece.last_slice.is_some());
+        (None, actions)
     }
 
     /// The decoder of `file` moves on to slice `slice`: the pages no later slice
@@ -557,7 +592,7 @@ impl ScanCore {
                     plan.widened = Some((id, ranges));
                 }
             }
-            PrefetchPolicy::Pipelined | PrefetchPolicy::Streaming => {
+            PrefetchPolicy::Pipelined | PrefetchPolicy::Streaming | PrefetchPolicy::Auto => {
                 plan.actions.extend(self.pump())
             }
             PrefetchPolicy::Batched | PrefetchPolicy::Off => {}
@@ -684,6 +719,94 @@ impl ScanCore {
         self.pool_backoff = true;
     }
 
+    /// Whether files with an offset index are read slice by slice: always
+    /// under `streaming`; under `auto` when the store is remote, where slices
+    /// let decoding start before a row group has landed (on a local store the
+    /// per-slice decoder setup would cost more than it saves).
+    fn page_granular(&self) -> bool {
+        match self.config.policy {
+            PrefetchPolicy::Streaming => true,
+            PrefetchPolicy::Auto => self.auto.as_ref().is_some_and(AutoTuner::remote),
+            _ => false,
+        }
+    }
+
+    /// Whether files are cut into slices when their offset index is known, as
+    /// far as the scan has measured (`auto`: only on a remote store).
+    pub fn slices_files(&self) -> bool {
+        self.page_granular()
+    }
+
+    /// Whether the scan fetches ahead and opens files ahead now.
+    fn reads_ahead(&self) -> bool {
+        match &self.auto {
+            Some(tuner) => tuner.remote(),
+            None => self.config.policy.reads_ahead(),
+        }
+    }
+
+    /// Bytes one partition may keep staged beyond its next unit: `auto`'s
+    /// measured lead (nothing beyond the next unit until a decoder has been
+    /// timed), the window for the other policies.
+    fn lead_limit(&self) -> u64 {
+        match &self.auto {
+            Some(tuner) => tuner
+                .lead_bytes()
+                .unwrap_or(0)
+                .min(self.config.read_ahead_window),
+            None => u64::MAX,
+        }
+    }
+
+    /// `auto` has timed no request yet: the driver should time one before
+    /// deciding a file's granularity.
+    pub fn wants_probe(&self) -> bool {
+        self.auto.as_ref().is_some_and(|t| !t.has_measured())
+    }
+
+    /// `auto`: a request whose largest range was `bytes` long took `took`.
+    pub fn observe_request(&mut self, bytes: u64, took: Duration) {
+        if let Some(tuner) = self.auto.as_mut() {
+            tuner.observe_request(bytes, took);
+        }
+    }
+
+    /// `auto`: the decoder of `file` asks for bytes at `at` (time since the
+    /// scan started). The time since its partition was last handed bytes was
+    /// spent decoding them and waiting for the consumer: a decode-rate sample.
+    pub fn read_started(&mut self, file: FileId, at: Duration) {
+        let partition = self.files[file].charged_to;
+        if let (Some(tuner), Some((handed_at, bytes))) =
+            (self.auto.as_mut(), self.handed_back.remove(&partition))
+        {
+            tuner.observe_decode(bytes, at.saturating_sub(handed_at));
+        }
+    }
+
+    /// `auto`: the decoder of `file` was handed `bytes` at `at`.
+    pub fn read_finished(&mut self, file: FileId, bytes: u64, at: Duration) {
+        if self.auto.is_some() {
+            let partition = self.files[file].charged_to;
+            self.handed_back.insert(partition, (at, bytes));
+        }
+    }
+
+    /// `auto`: what the scan has measured and chose, `None` for other policies.
+    pub fn auto_snapshot(&self) -> Option<AutoSnapshot> {
+        self.auto.as_ref().map(AutoTuner::snapshot)
+    }
+
+    /// The store requests for a background fetch of `ranges`: under `auto`,
+    /// merged and split by the measured round trip and bandwidth; otherwise
+    /// `None` (the store's own `get_ranges` plans them).
+    pub fn request_plan(&mut self, ranges: &[Range<u64>]) -> Option<RequestPlan> {
+        let tuner = self.auto.as_ref()?;
+        let plan = plan_requests(ranges, tuner.merge_gap(), |len| tuner.split_bytes(len));
+        self.stats.requests_merged += plan.merged;
+        self.stats.requests_split += plan.split;
+        Some(plan)
+    }
+
     /// Release everything (the scan is over or was dropped).
     pub fn shutdown(&mut self) -> Vec<Action> {
         for state in &mut self.files {
@@ -719,7 +842,7 @@ impl ScanCore {
 
     /// Mark the `depth` files after `file` in `partition`'s order for opening ahead.
     fn open_ahead_after(&mut self, file: FileId, partition: PartitionId) -> Vec<Action> {
-        if !self.config.policy.reads_ahead() || self.config.file_open_depth == 0 {
+        if !self.reads_ahead() || self.config.file_open_depth == 0 {
             return vec![];
         }
         let Some(order) = self.order.get(partition) else {
@@ -895,7 +1018,7 @@ impl ScanCore {
     /// Everything worth fetching ahead now, in priority order, admitted against
     /// the window and the budget (`pipelined` and `streaming`).
     fn pump(&mut self) -> Vec<Action> {
-        if !self.config.policy.reads_ahead() || self.pool_backoff {
+        if !self.reads_ahead() || self.pool_backoff {
             return vec![];
         }
         let mut candidates = vec![];
@@ -964,6 +1087,7 @@ impl ScanCore {
             *slice_bytes.entry((c.file, c.group)).or_default() += c.range.end - c.range.start;
         }
         let mut admitted_slice = None;
+        let lead = self.lead_limit();
         for candidate in candidates {
             let Candidate {
                 file,
@@ -1005,6 +1129,12 @@ impl ScanCore {
             if self.stats.staged_bytes + wanted > self.config.memory_budget
                 || partition_staged + wanted > self.config.read_ahead_window
             {
+                break;
+            }
+            // `auto` keeps only its measured lead ahead, but always the next
+            // unit: a stream with nothing staged would otherwise wait a round
+            // trip per unit.
+            if partition_staged > 0 && partition_staged + wanted > lead {
                 break;
             }
             if self.stats.staged_bytes + len > self.config.memory_budget

@@ -2,6 +2,7 @@
 
 use std::ops::Range;
 use std::sync::Arc;
+use std::time::Duration;
 
 use proptest::prelude::*;
 
@@ -698,4 +699,159 @@ proptest! {
         let stats = core.stats();
         prop_assert!(stats.bytes_wasted <= stats.bytes_fetched_ahead);
     }
+}
+
+/// `auto` with a store answering every request in `rtt` (unlimited bandwidth).
+fn auto_core(files: usize, window: u64, rtt: Option<std::time::Duration>) -> ScanCore {
+    let mut core = core(PrefetchPolicy::Auto, files, window, 256 * MIB);
+    if let Some(rtt) = rtt {
+        for _ in 0..4 {
+            core.observe_request(4096, rtt);
+        }
+    }
+    core
+}
+
+/// Hand `file`'s decoder `bytes` and have it ask again after decoding them at
+/// `rate` bytes/s; returns the time after.
+fn decode(core: &mut ScanCore, file: FileId, bytes: u64, rate: f64, at: Duration) -> Duration {
+    core.read_finished(file, bytes, at);
+    let next = at + Duration::from_secs_f64(bytes as f64 / rate);
+    core.read_started(file, next);
+    next
+}
+
+#[test]
+fn auto_on_a_local_store_reads_exactly_like_off() {
+    let layout = layout(4, 8 * MIB);
+    let mut core = auto_core(3, 64 * MIB, Some(Duration::from_micros(300)));
+    let opened = core.reader_opened(0, 0);
+    assert!(opened.is_empty(), "no file opened ahead: {opened:?}");
+    core.metadata_known(0, Arc::clone(&layout));
+    assert!(!core.slices_files());
+    let mut at = Duration::ZERO;
+    for rg in 0..4 {
+        let chunk = layout.chunk(rg, 1).unwrap();
+        at = decode(&mut core, 0, 8 * MIB, 500e6, at);
+        let plan = core.plan_read(0, std::slice::from_ref(&chunk));
+        assert_eq!(plan.demand, vec![chunk], "row group {rg} read on demand");
+        assert!(fetched(&plan.actions).is_empty());
+    }
+    assert_eq!(core.stats().peak_staged_bytes, 0);
+    assert!(core.request_plan(&[0..10, 11..20]).unwrap().requests.len() == 2);
+}
+
+#[test]
+fn auto_reads_one_unit_ahead_until_the_decoder_is_timed_then_its_lead() {
+    let layout = layout(8, 8 * MIB);
+    let mut core = auto_core(1, 64 * MIB, Some(Duration::from_millis(50)));
+    core.reader_opened(0, 0);
+    core.metadata_known(0, Arc::clone(&layout));
+    let plan = core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
+    // Not timed yet: only the next row group.
+    assert_eq!(
+        fetched(&plan.actions),
+        vec![(0, vec![layout.chunk(1, 1).unwrap()])]
+    );
+    // A decoder taking 8 MiB in 100 ms (80 MiB/s): lead 80 MiB/s x (2 x 50 ms
+    // + 80 ms) x 2 = 28.8 MiB, so three more row groups after the staged one.
+    decode(&mut core, 0, 8 * MIB, 80.0 * MIB as f64, Duration::ZERO);
+    let plan = core.plan_read(0, &[layout.chunk(1, 1).unwrap()]);
+    let ahead: Vec<Range<u64>> = fetched(&plan.actions)
+        .into_iter()
+        .flat_map(|(_, r)| r)
+        .collect();
+    assert_eq!(
+        ahead,
+        (2..5)
+            .map(|rg| layout.chunk(rg, 1).unwrap())
+            .collect::<Vec<_>>()
+    );
+    let lead = core.auto_snapshot().unwrap().lead_bytes;
+    assert!(core.stats().staged_bytes <= lead, "{lead}");
+}
+
+#[test]
+fn auto_slices_files_with_an_offset_index_only_on_a_remote_store() {
+    for (rtt, sliced) in [
+        (Duration::from_micros(100), false),
+        (Duration::from_millis(40), true),
+    ] {
+        let mut core = auto_core(1, 8 * MIB, Some(rtt));
+        core.reader_opened(0, 0);
+        core.metadata_known(0, paged_layout(0));
+        assert_eq!(core.slice_plan(0).is_some(), sliced, "rtt {rtt:?}");
+    }
+}
+
+#[test]
+fn auto_stops_reading_ahead_when_the_consumer_stops_pulling() {
+    let layout = layout(16, 4 * MIB);
+    let mut core = auto_core(1, 64 * MIB, Some(Duration::from_millis(50)));
+    core.reader_opened(0, 0);
+    core.metadata_known(0, Arc::clone(&layout));
+    let mut at = Duration::ZERO;
+    let mut staged_while_pulling = 0;
+    for rg in 0..6 {
+        at = decode(&mut core, 0, 4 * MIB, 400.0 * MIB as f64, at);
+        core.plan_read(0, &[layout.chunk(rg, 1).unwrap()]);
+        staged_while_pulling = staged_while_pulling.max(core.stats().staged_bytes);
+    }
+    // The consumer stalls: each row group now sits 20 s before the next ask.
+    for rg in 6..16 {
+        at = decode(&mut core, 0, 4 * MIB, 4.0 * MIB as f64 / 20.0, at);
+        core.plan_read(0, &[layout.chunk(rg, 1).unwrap()]);
+    }
+    let stalled = core.stats().staged_bytes;
+    assert!(staged_while_pulling >= 32 * MIB, "{staged_while_pulling}");
+    // Only the next unit stays ahead.
+    assert!(stalled <= 4 * MIB, "{stalled}");
+}
+
+#[test]
+fn auto_merges_and_splits_requests_by_what_it_measured() {
+    let mut core = auto_core(1, 64 * MIB, None);
+    // 40 ms round trips, 100 MiB/s per connection.
+    for bytes in [4096, 8 * MIB, 4096, 16 * MIB] {
+        let took = Duration::from_millis(40)
+            + Duration::from_secs_f64(bytes as f64 / (100.0 * MIB as f64));
+        core.observe_request(bytes, took);
+    }
+    // Gap 40 ms x 100 MiB/s / 4 = 1 MiB: the 512 KiB gap is read through, the
+    // 4 MiB one is not; the 48 MiB span is split into ~8-16 MiB pieces.
+    let plan = core
+        .request_plan(&[0..MIB, MIB + (512 << 10)..2 * MIB, 6 * MIB..54 * MIB])
+        .unwrap();
+    assert_eq!(plan.requests[0], 0..2 * MIB);
+    assert_eq!(plan.merged, 1);
+    assert!(plan.split >= 2, "{plan:?}");
+    assert_eq!(core.stats().requests_merged, 1);
+    assert_eq!(core.stats().requests_split, plan.split);
+}
+
+#[test]
+fn auto_drops_a_slice_plan_made_before_the_store_measured_local() {
+    // The file's footer is known while the store is still assumed remote: it
+    // is planned in slices and its first slice fetched ahead.
+    let mut core = auto_core(1, 8 * MIB, None);
+    core.reader_opened(0, 0);
+    core.metadata_known(0, paged_layout(0));
+    assert!(core.slice_plan(0).is_some());
+    assert!(core.stats().staged_bytes > 0);
+    // The store answers in 100 us: local. The file's decoder will read whole
+    // row groups, so the plan and its staged pages go.
+    for _ in 0..4 {
+        core.observe_request(4096, Duration::from_micros(100));
+    }
+    let (plan, released) = core.slices_for_reading(0);
+    assert!(plan.is_none());
+    assert!(core.slice_plan(0).is_none());
+    assert_eq!(released.len(), 1, "{released:?}");
+    assert_eq!(core.stats().staged_bytes, 0);
+    // Read like off from here: the decoder's chunk is a demand read.
+    let layout = paged_layout(0);
+    let chunk = layout.chunk(0, 1).unwrap();
+    let plan = core.plan_read(0, std::slice::from_ref(&chunk));
+    assert_eq!(plan.demand, vec![chunk]);
+    assert!(fetched(&plan.actions).is_empty());
 }

@@ -9,6 +9,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::execution::memory_pool::MemoryReservation;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use datafusion_datasource::PartitionedFile;
@@ -17,7 +18,7 @@ use datafusion_datasource_parquet::{
 };
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
-use object_store::ObjectStore;
+use object_store::{ObjectStore, ObjectStoreExt};
 use parking_lot::Mutex;
 use parquet::arrow::arrow_reader::ArrowReaderOptions;
 use parquet::arrow::async_reader::AsyncFileReader;
@@ -26,8 +27,8 @@ use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
 use tokio::task::AbortHandle;
 
 use crate::core::{
-    Action, CoreStats, FetchId, FileId, FileLayout, Part, PartitionId, ScanCore, SlicePlan,
-    offset_index_fits,
+    Action, CoreStats, FetchId, FileId, FileLayout, LOCAL_RTT, Part, PartitionId, RequestPlan,
+    ScanCore, SlicePlan, offset_index_fits,
 };
 use crate::metrics::ScanMetrics;
 
@@ -35,6 +36,7 @@ type FetchResult = Result<Arc<Vec<Bytes>>, Arc<String>>;
 type SharedFetch = Shared<BoxFuture<'static, FetchResult>>;
 type MetadataResult = Result<Arc<ParquetMetaData>, Arc<String>>;
 type SharedMetadata = Shared<BoxFuture<'static, MetadataResult>>;
+type SharedProbe = Shared<BoxFuture<'static, Result<(), Arc<String>>>>;
 
 /// The position of `file` (the same object and byte range) in a scan's file list.
 pub(crate) fn scan_unit_id(files: &[PartitionedFile], file: &PartitionedFile) -> Option<FileId> {
@@ -87,6 +89,9 @@ pub(crate) struct SchedulerParts {
     pub slicing: bool,
     /// `prefetch.request_timeout`: the longest a demand read may take.
     pub request_timeout: Option<Duration>,
+    /// The metadata cache the wrapped factory reads footers through: a footer
+    /// found there says nothing about the store's round trip.
+    pub metadata_cache: Option<Arc<FileMetadataCache>>,
 }
 
 /// One scan's I/O scheduler, shared by all its partitions.
@@ -102,10 +107,13 @@ pub(crate) struct ScanScheduler {
     /// Released fetches still landing for a reader that was served from them.
     landing: Mutex<HashMap<FetchId, AbortHandle>>,
     footers: Mutex<HashMap<FileId, Slot<SharedMetadata>>>,
+    /// `auto`: a timed HEAD request, when nothing else has been timed yet.
+    probe: Mutex<Option<Slot<SharedProbe>>>,
     reservation: MemoryReservation,
     metrics: ScanMetrics,
     slicing: bool,
     request_timeout: Option<Duration>,
+    metadata_cache: Option<Arc<FileMetadataCache>>,
     started: Instant,
     first_batch_seen: AtomicBool,
     slowest_fetch_micros: AtomicU64,
@@ -137,10 +145,12 @@ impl ScanScheduler {
             fetches: Mutex::new(HashMap::new()),
             landing: Mutex::new(HashMap::new()),
             footers: Mutex::new(HashMap::new()),
+            probe: Mutex::new(None),
             reservation: parts.reservation,
             metrics: parts.metrics,
             slicing: parts.slicing,
             request_timeout: parts.request_timeout,
+            metadata_cache: parts.metadata_cache,
             started: Instant::now(),
             first_batch_seen: Default::default(),
             slowest_fetch_micros: Default::default(),
@@ -196,6 +206,9 @@ impl ScanScheduler {
         let mut published = self.published.lock();
         self.metrics.publish(&published, &stats);
         *published = stats;
+        if let Some(auto) = core.auto_snapshot() {
+            self.metrics.publish_auto(&auto);
+        }
     }
 
     fn carry_out(&self, core: &mut ScanCore, actions: Vec<Action>) {
@@ -210,7 +223,8 @@ impl ScanScheduler {
                         core.pool_refused(id);
                         continue;
                     }
-                    self.spawn_fetch(id, file, ranges);
+                    let requests = core.request_plan(&ranges);
+                    self.spawn_fetch(id, file, ranges, requests);
                 }
                 Action::Release { id, abort } => {
                     let Some(handle) = self.fetches.lock().remove(&id).and_then(|s| s.abort) else {
@@ -230,17 +244,37 @@ impl ScanScheduler {
         }
     }
 
-    fn spawn_fetch(&self, id: FetchId, file: FileId, ranges: Vec<Range<u64>>) {
+    /// Start a background fetch of `ranges`: one `get_ranges` call, or under
+    /// `auto` the GETs of its request plan, each timed for the tuner.
+    fn spawn_fetch(
+        &self,
+        id: FetchId,
+        file: FileId,
+        ranges: Vec<Range<u64>>,
+        requests: Option<RequestPlan>,
+    ) {
         let store = Arc::clone(&self.store);
         let location = self.files[file].object_meta.location.clone();
-        let bytes: u64 = ranges.iter().map(|r| r.end - r.start).sum();
-        self.metrics.request(bytes);
+        match &requests {
+            Some(plan) => {
+                for request in &plan.requests {
+                    self.metrics.request(request.end - request.start);
+                }
+            }
+            None => self
+                .metrics
+                .request(ranges.iter().map(|r| r.end - r.start).sum()),
+        }
         let guard = self.metrics.stats().task_started();
         let this = self.this.clone();
         let slot = Slot::spawn("prefetch task", async move {
             let _guard = guard;
             let started = Instant::now();
-            match store.get_ranges(&location, &ranges).await {
+            let fetched = match requests {
+                Some(plan) => super::requests::fetch(&store, &location, &plan, &this).await,
+                None => store.get_ranges(&location, &ranges).await,
+            };
+            match fetched {
                 Ok(bytes) => {
                     if let Some(scheduler) = this.upgrade() {
                         scheduler.fetch_took(started.elapsed());
@@ -273,6 +307,10 @@ impl ScanScheduler {
         };
         let guard = self.metrics.stats().task_started();
         let this = self.this.clone();
+        let from_store = self
+            .metadata_cache
+            .as_ref()
+            .is_none_or(|cache| !cache.contains_key(&partitioned_file.object_meta.location));
         // Slicing needs the offset index; otherwise the decoder loads the page
         // index itself when a predicate can use it.
         let page_index = if self.slicing {
@@ -283,10 +321,15 @@ impl ScanScheduler {
         let slot = Slot::spawn("footer read", async move {
             let _guard = guard;
             let options = ArrowReaderOptions::new().with_page_index_policy(page_index);
+            let started = Instant::now();
             let mut metadata = reader
                 .get_metadata(Some(&options))
                 .await
                 .map_err(|e| Arc::new(e.to_string()))?;
+            if from_store && let Some(scheduler) = this.upgrade() {
+                // A footer read is (mostly) one small request: a round trip.
+                scheduler.observe_request(0, started.elapsed());
+            }
             if !offset_index_fits(&metadata, partitioned_file.object_meta.size) {
                 // Loaded for slicing only: a decoder must meet a corrupt offset
                 // index only if it loads the page index itself, as without us.
@@ -304,6 +347,11 @@ impl ScanScheduler {
             Ok(metadata)
         });
         self.footers.lock().insert(file, slot);
+    }
+
+    /// `auto`: a request whose largest range was `bytes` long took `took`.
+    pub(crate) fn observe_request(&self, bytes: u64, took: Duration) {
+        self.apply(|core| (core.observe_request(bytes, took), vec![]));
     }
 
     pub(crate) fn reader_opened(&self, file: FileId, partition: PartitionId) {
@@ -353,6 +401,10 @@ impl ScanScheduler {
         if !self.slicing {
             return None;
         }
+        self.probe_store(file).await;
+        if !self.core.lock().slices_files() {
+            return self.apply(|core| core.slices_for_reading(file));
+        }
         let footer = self.footers.lock().get(&file).map(|s| s.result.clone());
         let footer = match footer {
             Some(footer) => footer,
@@ -362,7 +414,40 @@ impl ScanScheduler {
             }
         };
         self.await_ahead(footer).await?;
-        self.core.lock().slice_plan(file)
+        self.apply(|core| core.slices_for_reading(file))
+    }
+
+    /// `auto` before any request has been timed (footers came from the
+    /// metadata cache): time a HEAD of `file`, waiting for it at most
+    /// [`LOCAL_RTT`]. Unanswered by then, the store is remote — the default
+    /// assumption — and the probe's time is recorded whenever it lands.
+    async fn probe_store(&self, file: FileId) {
+        if !self.core.lock().wants_probe() {
+            return;
+        }
+        let probe = {
+            let mut probe = self.probe.lock();
+            let slot = probe.get_or_insert_with(|| {
+                let store = Arc::clone(&self.store);
+                let location = self.files[file].object_meta.location.clone();
+                let this = self.this.clone();
+                let guard = self.metrics.stats().task_started();
+                Slot::spawn("store probe", async move {
+                    let _guard = guard;
+                    let started = Instant::now();
+                    store
+                        .head(&location)
+                        .await
+                        .map_err(|e| Arc::new(e.to_string()))?;
+                    if let Some(scheduler) = this.upgrade() {
+                        scheduler.observe_request(0, started.elapsed());
+                    }
+                    Ok(())
+                })
+            });
+            slot.result.clone()
+        };
+        let _ = tokio::time::timeout(LOCAL_RTT, probe).await;
     }
 
     /// Whether `file`'s slice plan over-predicts what its decoders read.
@@ -495,6 +580,7 @@ impl ScanScheduler {
     ) -> parquet::errors::Result<Vec<Bytes>> {
         let started = Instant::now();
         let (plan, staged_fetches) = self.apply(|core| {
+            core.read_started(file, self.started.elapsed());
             let mut plan = core.plan_read(file, &ranges);
             let actions = std::mem::take(&mut plan.actions);
             if let Some((id, widened)) = &plan.widened {
@@ -540,8 +626,16 @@ impl ScanScheduler {
             } else {
                 self.metrics.request(bytes);
                 let lengths: Vec<u64> = request.iter().map(|r| r.end - r.start).collect();
-                self.demand(reader.get_byte_ranges(request))
-                    .await
+                let asked = Instant::now();
+                let fetched = self.demand(reader.get_byte_ranges(request)).await;
+                if fetched.is_ok() {
+                    // Ranges of one demand read travel in parallel: the
+                    // largest one sets its time.
+                    let largest = lengths.iter().copied().max().unwrap_or(0);
+                    let took = asked.elapsed();
+                    self.observe_request(largest, took);
+                }
+                fetched
                     .and_then(|fetched| {
                     let whole = fetched.len() == lengths.len()
                         && fetched.iter().zip(&lengths).all(|(b, l)| b.len() as u64 == *l);
@@ -632,6 +726,9 @@ impl ScanScheduler {
             out.push(bytes);
         }
         self.metrics.io_wait(started.elapsed());
+        let handed: u64 = out.iter().map(|b| b.len() as u64).sum();
+        let at = self.started.elapsed();
+        self.apply(|core| (core.read_finished(file, handed, at), vec![]));
         Ok(out)
     }
 }
@@ -652,6 +749,9 @@ impl Drop for ScanScheduler {
             if let Some(abort) = slot.abort {
                 abort.abort();
             }
+        }
+        if let Some(abort) = self.probe.lock().take().and_then(|slot| slot.abort) {
+            abort.abort();
         }
         self.settle(&core);
         self.reservation.free();

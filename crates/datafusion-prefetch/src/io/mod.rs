@@ -4,6 +4,7 @@ mod driver;
 mod morsel;
 mod read_error;
 mod reader;
+mod requests;
 mod slicing;
 
 pub(crate) use driver::{ScanScheduler, SchedulerParts, scan_unit_id};

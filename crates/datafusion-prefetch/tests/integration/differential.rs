@@ -106,6 +106,10 @@ struct Session {
     budget_factor: u64,
     file_open_depth: usize,
     eager_first_read_cap: u64,
+    /// A store answering in 3 ms rather than at once: `auto` measures it as
+    /// remote and reads ahead, slices and plans requests; on an instant store
+    /// it reads like `off`.
+    slow_store: bool,
 }
 
 /// A predicate, resolved against the columns when the SQL is written.
@@ -201,6 +205,7 @@ fn session() -> impl Strategy<Value = Session> {
         1u64..=4,
         0usize..=3,
         prop_oneof![Just(0u64), Just(1 << 10), Just(16 << 20)],
+        prop::bool::weighted(0.25),
     )
         .prop_map(
             |(
@@ -211,6 +216,7 @@ fn session() -> impl Strategy<Value = Session> {
                 budget_factor,
                 file_open_depth,
                 eager_first_read_cap,
+                slow_store,
             )| Session {
                 partitions,
                 pushdown_filters,
@@ -219,6 +225,7 @@ fn session() -> impl Strategy<Value = Session> {
                 budget_factor,
                 file_open_depth,
                 eager_first_read_cap,
+                slow_store,
             },
         )
 }
@@ -511,7 +518,11 @@ async fn check(case: Case) -> Result<(), TestCaseError> {
     let fx = fixture(
         files,
         FixtureOptions {
-            latency: Duration::ZERO,
+            latency: if case.session.slow_store {
+                Duration::from_millis(3)
+            } else {
+                Duration::ZERO
+            },
             partitions: case.session.partitions,
             ..Default::default()
         },

@@ -38,7 +38,7 @@ async fn invalid_settings_are_refused_at_set_time() {
         "{err}"
     );
     // The refused values left the defaults in place.
-    assert!(show(&ctx, "policy").await.contains("pipelined"));
+    assert!(show(&ctx, "policy").await.contains("auto"));
     assert!(show(&ctx, "memory_budget").await.contains("256MiB"));
 }
 
@@ -159,5 +159,5 @@ async fn the_table_provider_prefetches_without_the_session_rule() {
         .collect();
     assert_eq!(row[1..4], ["2024", "100", "100"], "{text}");
     let plan = sql_text(&ctx, "EXPLAIN SELECT count(*) FROM events WHERE id > 3").await;
-    assert!(plan.contains("prefetch=pipelined("), "{plan}");
+    assert!(plan.contains("prefetch=auto("), "{plan}");
 }

@@ -1,0 +1,373 @@
+//! `auto`: what a scan has measured of its store and its decoders, and the
+//! read-ahead it chooses from that.
+//!
+//! [`AutoTuner`] is fed timings by the driver — how long each request took for
+//! how many bytes, how long a decoder spent between two reads — and answers
+//! with decisions: whether the store is remote at all, how many bytes one
+//! stream keeps fetched ahead, which gaps between ranges are worth reading
+//! through and when one large range is better split into parallel requests.
+//! Like the rest of the core it never looks at a clock: every duration comes
+//! in as an argument, so tests drive it with synthetic timings.
+//!
+//! The model is the usual one for object stores: a request of `n` bytes takes
+//! `rtt + n / bandwidth`, where `bandwidth` is what one connection sustains
+//! and requests on separate connections run in parallel.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// How many recent samples each estimate looks at: enough to ride out one
+/// slow request, few enough to follow a store whose latency changes.
+const SAMPLES: usize = 16;
+
+/// Below this round trip the store is local (a file system, memory): nothing
+/// is worth fetching ahead, so `auto` behaves exactly like `off`.
+pub const LOCAL_RTT: Duration = Duration::from_millis(2);
+
+/// Round trip assumed before anything is measured: a typical object store.
+pub const DEFAULT_RTT: Duration = Duration::from_millis(30);
+
+/// Per-connection bandwidth assumed before anything is measured (bytes/s):
+/// roughly one S3 GET from a machine in the same region.
+pub const DEFAULT_BANDWIDTH: f64 = 100.0 * 1024.0 * 1024.0;
+
+/// Requests at least this large tell the bandwidth apart from the round trip.
+const BANDWIDTH_SAMPLE_BYTES: u64 = 1 << 20;
+
+/// Requests at most this large are dominated by their round trip.
+const LATENCY_SAMPLE_BYTES: u64 = 64 << 10;
+
+/// The largest gap ever read through to merge two ranges (object_store's own
+/// coalescing distance).
+pub const MAX_MERGE_GAP: u64 = 1 << 20;
+
+/// Split requests aim for pieces in this range: large enough that the round
+/// trip stays a small part of each, small enough that one connection's
+/// bandwidth is not the limit.
+pub const SPLIT_BYTES: std::ops::RangeInclusive<u64> = (8 << 20)..=(16 << 20);
+
+/// The lead is this many times what the decoder consumes while one request is
+/// on the wire, so a slow request now and then does not starve it.
+const LEAD_SAFETY: f64 = 2.0;
+
+/// One timed request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct RequestSample {
+    /// Bytes of the largest single range the request carried.
+    bytes: u64,
+    seconds: f64,
+}
+
+/// What `auto` has measured so far and what it decided from it; shown in
+/// `EXPLAIN ANALYZE`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct AutoSnapshot {
+    /// Estimated round trip (time to first byte), once measured.
+    pub rtt: Option<Duration>,
+    /// Estimated bytes/s of one connection, once measured.
+    pub bandwidth: Option<f64>,
+    /// Estimated bytes/s a decoder consumes when it is not waiting for I/O.
+    pub decode_rate: Option<f64>,
+    /// Bytes one stream keeps fetched ahead (before the window caps it).
+    pub lead_bytes: u64,
+    /// Whether the store is remote enough to read ahead at all.
+    pub remote: bool,
+}
+
+/// `auto`'s measurements and decisions for one scan.
+#[derive(Debug, Clone, Default)]
+pub struct AutoTuner {
+    requests: VecDeque<RequestSample>,
+    /// Bytes/s of each recent decoder busy period.
+    decode_rates: VecDeque<f64>,
+}
+
+fn push<T>(samples: &mut VecDeque<T>, sample: T) {
+    if samples.len() == SAMPLES {
+        samples.pop_front();
+    }
+    samples.push_back(sample);
+}
+
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    Some(values[values.len() / 2])
+}
+
+impl AutoTuner {
+    /// A tuner that has measured nothing yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A request whose largest range was `bytes` long took `took` from being
+    /// issued to its last byte. Footer reads and demand reads count too: they
+    /// are all round trips to the same store.
+    pub fn observe_request(&mut self, bytes: u64, took: Duration) {
+        push(
+            &mut self.requests,
+            RequestSample {
+                bytes,
+                seconds: took.as_secs_f64(),
+            },
+        );
+    }
+
+    /// A decoder spent `busy` — decoding, and waiting for its consumer to pull
+    /// — on `bytes` it had been handed, before asking for more.
+    pub fn observe_decode(&mut self, bytes: u64, busy: Duration) {
+        if bytes == 0 {
+            return;
+        }
+        // A microsecond floor keeps an instant hand-back finite.
+        let seconds = busy.as_secs_f64().max(1e-6);
+        push(&mut self.decode_rates, bytes as f64 / seconds);
+    }
+
+    /// Whether any request has been timed yet.
+    pub fn has_measured(&self) -> bool {
+        !self.requests.is_empty()
+    }
+
+    /// The least time any recent request took that was dominated by its round
+    /// trip: a floor for the round trip that needs no bandwidth estimate.
+    fn latency_floor(&self) -> Option<f64> {
+        let small = self
+            .requests
+            .iter()
+            .filter(|s| s.bytes <= LATENCY_SAMPLE_BYTES)
+            .map(|s| s.seconds)
+            .min_by(f64::total_cmp);
+        small.or_else(|| {
+            self.requests
+                .iter()
+                .map(|s| s.seconds)
+                .min_by(f64::total_cmp)
+        })
+    }
+
+    /// Estimated per-connection bandwidth (bytes/s), from requests large
+    /// enough for their transfer time to show.
+    pub fn bandwidth(&self) -> Option<f64> {
+        let floor = self.latency_floor()?;
+        median(
+            self.requests
+                .iter()
+                .filter(|s| s.bytes >= BANDWIDTH_SAMPLE_BYTES)
+                .map(|s| s.bytes as f64 / (s.seconds - floor).max(1e-6))
+                .collect(),
+        )
+    }
+
+    /// Estimated round trip: the median over recent requests of the time left
+    /// once their transfer is accounted for, so one slow request moves it
+    /// little and a store that slows down for good moves it within a few.
+    pub fn rtt(&self) -> Option<Duration> {
+        let bandwidth = self.bandwidth().unwrap_or(f64::INFINITY);
+        let rtt = median(
+            self.requests
+                .iter()
+                .map(|s| (s.seconds - s.bytes as f64 / bandwidth).max(0.0))
+                .collect(),
+        )?;
+        Some(Duration::from_secs_f64(rtt))
+    }
+
+    /// Estimated bytes/s one decoder consumes when it is not waiting for I/O
+    /// (a consumer that stops pulling makes it fall).
+    pub fn decode_rate(&self) -> Option<f64> {
+        median(self.decode_rates.iter().copied().collect())
+    }
+
+    /// Whether the store answers slowly enough for read-ahead to pay. Until a
+    /// request has been timed the store is assumed remote.
+    pub fn remote(&self) -> bool {
+        self.rtt().is_none_or(|rtt| rtt >= LOCAL_RTT)
+    }
+
+    fn rtt_or_default(&self) -> f64 {
+        self.rtt().unwrap_or(DEFAULT_RTT).as_secs_f64()
+    }
+
+    fn bandwidth_or_default(&self) -> f64 {
+        self.bandwidth().unwrap_or(DEFAULT_BANDWIDTH)
+    }
+
+    /// Bytes one stream should keep fetched ahead of its decoder: what the
+    /// decoder consumes while a request is answered (a round trip for the
+    /// request plus one for an upcoming file's footer, and a split-sized
+    /// transfer), with a safety margin. `None` until a decoder has been timed:
+    /// then only the next unit is fetched ahead. Zero on a local store.
+    pub fn lead_bytes(&self) -> Option<u64> {
+        if !self.remote() {
+            return Some(0);
+        }
+        let rate = self.decode_rate()?;
+        let rtt = self.rtt_or_default();
+        let transfer = *SPLIT_BYTES.start() as f64 / self.bandwidth_or_default();
+        let lead = rate * (2.0 * rtt + transfer) * LEAD_SAFETY;
+        Some(lead.min(u64::MAX as f64) as u64)
+    }
+
+    /// The largest gap between two ranges worth reading through to make them
+    /// one request: one whose transfer costs at most a quarter of a round
+    /// trip, and never more than [`MAX_MERGE_GAP`]. Zero on a local store.
+    pub fn merge_gap(&self) -> u64 {
+        if !self.remote() {
+            return 0;
+        }
+        let gap = self.bandwidth_or_default() * self.rtt_or_default() / 4.0;
+        (gap as u64).min(MAX_MERGE_GAP)
+    }
+
+    /// The piece size a request of `len` bytes is split into, if one
+    /// connection's bandwidth is its limit (its transfer takes longer than a
+    /// round trip): about two round trips' worth of transfer, within
+    /// [`SPLIT_BYTES`]. `None`: send it whole.
+    pub fn split_bytes(&self, len: u64) -> Option<u64> {
+        let bandwidth = self.bandwidth_or_default();
+        let rtt = self.rtt_or_default();
+        let piece =
+            ((bandwidth * rtt * 2.0) as u64).clamp(*SPLIT_BYTES.start(), *SPLIT_BYTES.end());
+        (len as f64 / bandwidth > rtt && len > piece).then_some(piece)
+    }
+
+    /// The measurements and decisions, for metrics.
+    pub fn snapshot(&self) -> AutoSnapshot {
+        AutoSnapshot {
+            rtt: self.rtt(),
+            bandwidth: self.bandwidth(),
+            decode_rate: self.decode_rate(),
+            lead_bytes: self.lead_bytes().unwrap_or(0),
+            remote: self.remote(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// A store answering each request in `rtt + bytes / bandwidth`.
+    fn feed_store(tuner: &mut AutoTuner, rtt: Duration, bandwidth: f64, sizes: &[u64]) {
+        for &bytes in sizes {
+            let took = rtt + Duration::from_secs_f64(bytes as f64 / bandwidth);
+            tuner.observe_request(bytes, took);
+        }
+    }
+
+    /// A decoder consuming `rate` bytes/s, handed `bytes` at a time.
+    fn feed_decoder(tuner: &mut AutoTuner, rate: f64, bytes: u64, times: usize) {
+        for _ in 0..times {
+            tuner.observe_decode(bytes, Duration::from_secs_f64(bytes as f64 / rate));
+        }
+    }
+
+    const MIXED: [u64; 6] = [4096, 8 * MIB, 512 << 10, 16 * MIB, 2 * MIB, 4096];
+
+    #[test]
+    fn before_measuring_the_store_is_assumed_remote_and_only_the_next_unit_is_read() {
+        let tuner = AutoTuner::new();
+        assert!(tuner.remote());
+        assert_eq!(tuner.lead_bytes(), None);
+        assert_eq!(tuner.rtt(), None);
+        // Defaults: 30 ms x 100 MiB/s / 4.
+        assert_eq!(tuner.merge_gap(), 786_432);
+    }
+
+    #[test]
+    fn fast_store_reads_like_off() {
+        let mut tuner = AutoTuner::new();
+        feed_store(&mut tuner, Duration::from_micros(200), 2e9, &MIXED);
+        feed_decoder(&mut tuner, 500e6, 8 * MIB, 4);
+        assert!(!tuner.remote());
+        assert_eq!(tuner.lead_bytes(), Some(0));
+        assert_eq!(tuner.merge_gap(), 0);
+    }
+
+    #[test]
+    fn slow_store_is_measured_within_a_few_requests() {
+        let mut tuner = AutoTuner::new();
+        let bandwidth = 100.0 * MIB as f64;
+        feed_store(&mut tuner, ms(50), bandwidth, &MIXED);
+        let rtt = tuner.rtt().unwrap().as_secs_f64();
+        assert!((rtt - 0.050).abs() < 0.002, "rtt {rtt}");
+        let measured = tuner.bandwidth().unwrap();
+        assert!(
+            (measured / bandwidth - 1.0).abs() < 0.05,
+            "bandwidth {measured}"
+        );
+        assert!(tuner.remote());
+        // Gap: 50 ms x 100 MiB/s / 4 = 1.25 MiB, capped at 1 MiB.
+        assert_eq!(tuner.merge_gap(), MAX_MERGE_GAP);
+        // 64 MiB takes 640 ms on one connection: split into ~10 MiB pieces.
+        let piece = tuner.split_bytes(64 * MIB).unwrap();
+        assert!(SPLIT_BYTES.contains(&piece), "{piece}");
+        // 2 MiB takes 20 ms, under a round trip: sent whole.
+        assert_eq!(tuner.split_bytes(2 * MIB), None);
+    }
+
+    #[test]
+    fn unlimited_bandwidth_never_splits() {
+        let mut tuner = AutoTuner::new();
+        feed_store(&mut tuner, ms(100), 1e15, &MIXED);
+        assert_eq!(tuner.split_bytes(256 * MIB), None);
+        assert_eq!(tuner.merge_gap(), MAX_MERGE_GAP);
+    }
+
+    #[test]
+    fn lead_follows_the_decoder() {
+        let mut fast = AutoTuner::new();
+        feed_store(&mut fast, ms(50), 100.0 * MIB as f64, &MIXED);
+        let mut slow = fast.clone();
+        feed_decoder(&mut fast, 400.0 * MIB as f64, 8 * MIB, 8);
+        feed_decoder(&mut slow, 10.0 * MIB as f64, 8 * MIB, 8);
+        let (fast_lead, slow_lead) = (fast.lead_bytes().unwrap(), slow.lead_bytes().unwrap());
+        // 400 MiB/s x (2 x 50 ms + 8 MiB / 100 MiB/s) x 2 = 144 MiB.
+        assert!((143..=144).contains(&(fast_lead / MIB)), "{fast_lead}");
+        // A decoder 40x slower needs 40x less ahead.
+        assert_eq!(fast_lead / slow_lead, 40);
+    }
+
+    #[test]
+    fn stalled_consumer_shrinks_the_lead() {
+        let mut tuner = AutoTuner::new();
+        feed_store(&mut tuner, ms(50), 100.0 * MIB as f64, &MIXED);
+        feed_decoder(&mut tuner, 200.0 * MIB as f64, 8 * MIB, 8);
+        let pulling = tuner.lead_bytes().unwrap();
+        // The consumer stops pulling: each 8 MiB now takes 10 s to be taken.
+        for _ in 0..9 {
+            tuner.observe_decode(8 * MIB, Duration::from_secs(10));
+        }
+        let stalled = tuner.lead_bytes().unwrap();
+        assert!(stalled * 100 < pulling, "{stalled} vs {pulling}");
+        assert!(stalled < MIB, "{stalled}");
+    }
+
+    #[test]
+    fn one_latency_spike_moves_nothing_a_lasting_change_does() {
+        let mut tuner = AutoTuner::new();
+        let bandwidth = 100.0 * MIB as f64;
+        feed_store(&mut tuner, ms(30), bandwidth, &[4096; 10]);
+        feed_decoder(&mut tuner, 200.0 * MIB as f64, 8 * MIB, 4);
+        let before = (tuner.rtt(), tuner.lead_bytes());
+        tuner.observe_request(4096, Duration::from_secs(3));
+        assert_eq!((tuner.rtt(), tuner.lead_bytes()), before);
+        // The store slows down for good: the estimate follows within a window.
+        feed_store(&mut tuner, ms(120), bandwidth, &[4096; SAMPLES / 2 + 1]);
+        let rtt = tuner.rtt().unwrap();
+        assert!(rtt >= ms(120), "{rtt:?}");
+        // Lead time 2 x 120 ms + 80 ms instead of 2 x 30 ms + 80 ms.
+        let ratio = tuner.lead_bytes().unwrap() as f64 / before.1.unwrap() as f64;
+        assert!((ratio - 0.32 / 0.14).abs() < 0.01, "{ratio}");
+    }
+}
