@@ -388,16 +388,23 @@ impl ScanCore {
     }
 
     /// The footer of `file` is known. Under `streaming`, a layout with page
-    /// locations is cut into slices.
+    /// locations is cut into slices; under `auto`, one whose row groups are
+    /// too large to pipeline whole.
     pub fn metadata_known(&mut self, file: FileId, layout: Arc<FileLayout>) -> Vec<Action> {
         if self.files[file].layout.is_some() {
             return vec![];
         }
-        if self.page_granular() && layout.pages.is_some() {
-            let columns = match &self.projection {
-                Some(roots) => layout.leaves_of(roots),
-                None => (0..layout.column_paths.len()).collect(),
-            };
+        let columns = match &self.projection {
+            Some(roots) => layout.leaves_of(roots),
+            None => (0..layout.column_paths.len()).collect(),
+        };
+        let slice = match self.config.policy {
+            PrefetchPolicy::Auto => {
+                self.page_granular() && self.row_groups_outgrow_the_window(&layout, &columns)
+            }
+            _ => self.page_granular(),
+        };
+        if slice && layout.pages.is_some() {
             let sizing = SliceSizing {
                 target_bytes: self.config.slice_target_bytes,
                 stage_limit: self.config.read_ahead_window.min(self.config.memory_budget),
@@ -717,6 +724,28 @@ impl ScanCore {
         self.stats.failed_prefetches += 1;
         self.drop_fetch(id);
         self.pool_backoff = true;
+    }
+
+    /// `auto`: whether the largest scanned row group's projected chunks take
+    /// more than a quarter of what one stream may stage. Smaller row groups
+    /// pipeline whole — several are in flight while one decodes, and one
+    /// decoder per row group costs less than one per slice; larger ones would
+    /// leave the decoder waiting for a whole row group and hold it in memory.
+    fn row_groups_outgrow_the_window(&self, layout: &FileLayout, columns: &[usize]) -> bool {
+        let limit = self.config.read_ahead_window.min(self.config.memory_budget);
+        let largest = layout
+            .scanned_row_groups
+            .iter()
+            .map(|&rg| {
+                columns
+                    .iter()
+                    .filter_map(|&c| layout.chunk(rg, c))
+                    .map(|r| r.end - r.start)
+                    .sum::<u64>()
+            })
+            .max()
+            .unwrap_or(0);
+        largest > limit / 4
     }
 
     /// Whether files with an offset index are read slice by slice: always

@@ -782,6 +782,12 @@ fn auto_slices_files_with_an_offset_index_only_on_a_remote_store() {
         core.metadata_known(0, paged_layout(0));
         assert_eq!(core.slice_plan(0).is_some(), sliced, "rtt {rtt:?}");
     }
+    // A 3.2 MiB row group is a small part of a 64 MiB window: row groups
+    // pipeline whole, one decoder each.
+    let mut core = auto_core(1, 64 * MIB, Some(Duration::from_millis(40)));
+    core.reader_opened(0, 0);
+    core.metadata_known(0, paged_layout(0));
+    assert!(core.slice_plan(0).is_none());
 }
 
 #[test]

@@ -101,8 +101,8 @@ async fn on_a_slow_store_auto_measures_it_and_reads_ahead() {
         metric(&text, "prefetch_bytes_served_from_prefetch") > 0,
         "{text}"
     );
-    // The test files have an offset index: read slice by slice.
-    assert_eq!(metric(&text, "prefetch_files_page_granular"), 4, "{text}");
+    // Row groups of ~200 KB pipeline whole in a 64 MiB window.
+    assert_eq!(metric(&text, "prefetch_files_page_granular"), 0, "{text}");
     assert!(
         metric(&text, "prefetch_auto_decode_bytes_per_sec") > 0,
         "{text}"
@@ -110,6 +110,14 @@ async fn on_a_slow_store_auto_measures_it_and_reads_ahead() {
     // id and payload pages sit side by side: one request carries both.
     assert!(metric(&text, "prefetch_requests_merged") > 0, "{text}");
     assert!(text.contains("prefetch_auto_lead_bytes="), "{text}");
+    assert_eq!(answer(&fx, "auto").await, expected);
+
+    // In a 512 KiB window the same row groups are too large to pipeline
+    // whole: the files (which have an offset index) are read in slices.
+    fx.set("read_ahead_window", "512KiB").await;
+    let text = explain_analyze(&fx, SQL).await;
+    assert_eq!(metric(&text, "prefetch_files_page_granular"), 4, "{text}");
+    assert!(metric(&text, "prefetch_slices") > 4, "{text}");
     assert_eq!(answer(&fx, "auto").await, expected);
 }
 
