@@ -48,7 +48,11 @@ struct Args {
     #[arg(long, value_enum, default_value = "both")]
     clickbench_copy: ClickbenchCopy,
     /// Policies to compare; `off` (stock DataFusion) is always measured first.
-    #[arg(long, value_delimiter = ',', default_value = "off,batched,pipelined")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "off,pipelined,streaming,auto"
+    )]
     policies: Vec<String>,
     /// First-byte latency per request: none, fixed:<ms> or s3. Not none: the
     /// floor runs first, every query without latency.

@@ -242,6 +242,8 @@ impl PrefetchingParquetSource {
             slicing: self.slicing(),
             request_timeout: self.options.request_timeout().duration(),
             metadata_cache: self.metadata_cache.clone(),
+            own_demand_requests: self.options.policy() == PrefetchPolicy::Auto
+                && self.inner.parquet_file_reader_factory().is_none(),
         });
         *running = Arc::downgrade(&scheduler);
         scheduler

@@ -11,7 +11,7 @@ use datafusion_prefetch_simstore::LatencyModel;
 ///
 /// Runs the SQL given with `-c` (in order) and `-f`, or an interactive shell
 /// when neither is given. Tune prefetching with SQL, e.g.
-/// `SET prefetch.policy = 'off' | 'batched' | 'pipelined'`,
+/// `SET prefetch.policy = 'auto' | 'off' | 'batched' | 'pipelined' | 'streaming'`,
 /// `SET prefetch.read_ahead_window = '64MiB'`, `SHOW prefetch.policy`.
 #[derive(Debug, Parser)]
 #[command(name = "dfprefetch", version, args_conflicts_with_subcommands = true)]
@@ -66,7 +66,7 @@ pub struct Cli {
 pub enum Command {
     /// Generate a small Parquet dataset, serve it through a simulated
     /// high-latency object store, and time a few queries with prefetching off
-    /// and pipelined.
+    /// and `auto` (the default).
     Demo(DemoArgs),
 }
 

@@ -1,4 +1,4 @@
-//! `dfprefetch demo`: prefetching off vs pipelined on a simulated remote store.
+//! `dfprefetch demo`: prefetching off vs `auto` (the default policy) on a simulated remote store.
 //!
 //! 1. Writes 16 Parquet files (two row groups each) of deterministic data:
 //!    `id` (sorted), `payload` (random `Int64`), `category` (8 strings) and
@@ -7,7 +7,7 @@
 //! 2. Serves them through a [`SimulatedStore`] over the local files, with the
 //!    given latency (100 ms) on every request.
 //! 3. Registers the table once in one prefetching session, then runs each
-//!    query four times, interleaved off, pipelined, pipelined, off, and keeps
+//!    query four times, interleaved off, auto, auto, off, and keeps
 //!    each arm's faster run. Planning is outside the timer.
 //! 4. Checks every run returns the rows of the first (sorted, as text), and
 //!    that the peak of staged bytes stayed within the memory budget.
@@ -37,10 +37,10 @@ use crate::scan::{ScanTotals, sorted_rows};
 const FILES: usize = 16;
 /// Row groups per file.
 const ROW_GROUPS_PER_FILE: usize = 2;
-/// The pipelined arm's memory budget, also the bound the demo checks.
+/// The auto arm's memory budget, also the bound the demo checks.
 const MEMORY_BUDGET_MIB: u64 = 256;
-/// The pipelined arm's settings, in an order each `SET` validates in.
-const PIPELINED: [(&str, &str); 3] = [
+/// The auto arm's settings, in an order each `SET` validates in.
+const DEFAULT_ARM: [(&str, &str); 3] = [
     ("memory_budget", "256MiB"),
     ("read_ahead_window", "64MiB"),
     ("file_open_depth", "8"),
@@ -80,24 +80,19 @@ const QUERIES: [(&str, &str); 4] = [
 ];
 
 /// The arms in the order they run for each query.
-const ORDER: [Policy; 4] = [
-    Policy::Off,
-    Policy::Pipelined,
-    Policy::Pipelined,
-    Policy::Off,
-];
+const ORDER: [Policy; 4] = [Policy::Off, Policy::Auto, Policy::Auto, Policy::Off];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Policy {
     Off,
-    Pipelined,
+    Auto,
 }
 
 impl Policy {
     fn name(self) -> &'static str {
         match self {
             Self::Off => "off",
-            Self::Pipelined => "pipelined",
+            Self::Auto => "auto",
         }
     }
 }
@@ -167,10 +162,10 @@ pub async fn run(args: &DemoArgs, partitions: Option<std::num::NonZeroUsize>) ->
     let mut lines = vec![];
     let mut all_match = true;
     let mut over_budget = false;
-    let (mut total_off, mut total_pipelined) = (Duration::ZERO, Duration::ZERO);
+    let (mut total_off, mut total_auto) = (Duration::ZERO, Duration::ZERO);
     for (name, sql) in QUERIES {
         let mut off: Vec<Run> = vec![];
-        let mut pipelined: Vec<Run> = vec![];
+        let mut auto: Vec<Run> = vec![];
         for policy in ORDER {
             step += 1;
             let run = run_once(&ctx, &store_stats, sql, policy).await?;
@@ -184,28 +179,28 @@ pub async fn run(args: &DemoArgs, partitions: Option<std::num::NonZeroUsize>) ->
             );
             match policy {
                 Policy::Off => off.push(run),
-                Policy::Pipelined => pipelined.push(run),
+                Policy::Auto => auto.push(run),
             }
         }
         let reference = &off[0].rows;
-        let matches = off.iter().chain(&pipelined).all(|r| &r.rows == reference);
+        let matches = off.iter().chain(&auto).all(|r| &r.rows == reference);
         all_match &= matches;
         let best_off = fastest(&off);
-        let best_pipelined = fastest(&pipelined);
-        let peak = pipelined
+        let best_auto = fastest(&auto);
+        let peak = auto
             .iter()
             .map(|r| r.scans.peak_staged_bytes)
             .max()
             .unwrap_or(0);
         over_budget |= peak > MEMORY_BUDGET_MIB << 20;
         total_off += best_off.wall;
-        total_pipelined += best_pipelined.wall;
+        total_auto += best_auto.wall;
         lines.push(vec![
             name.to_string(),
             format!("{:.0}", millis(best_off.wall)),
-            format!("{:.0}", millis(best_pipelined.wall)),
-            format!("{:.2}x", ratio(best_off.wall, best_pipelined.wall)),
-            format!("{}/{}", best_off.requests, best_pipelined.requests),
+            format!("{:.0}", millis(best_auto.wall)),
+            format!("{:.2}x", ratio(best_off.wall, best_auto.wall)),
+            format!("{}/{}", best_off.requests, best_auto.requests),
             format!("{:.1}", peak as f64 / (1 << 20) as f64),
             if matches { "yes".into() } else { "NO".into() },
         ]);
@@ -216,9 +211,9 @@ pub async fn run(args: &DemoArgs, partitions: Option<std::num::NonZeroUsize>) ->
         &[
             "query",
             "off ms",
-            "pipelined ms",
+            "auto ms",
             "speedup",
-            "requests off/pipelined",
+            "requests off/auto",
             "peak staged MiB",
             "results match",
         ],
@@ -226,17 +221,17 @@ pub async fn run(args: &DemoArgs, partitions: Option<std::num::NonZeroUsize>) ->
     );
     println!();
     println!(
-        "total: off {:.0} ms, pipelined {:.0} ms: {:.2}x faster with prefetching",
+        "total: off {:.0} ms, auto {:.0} ms: {:.2}x faster with prefetching",
         millis(total_off),
-        millis(total_pipelined),
-        ratio(total_off, total_pipelined)
+        millis(total_auto),
+        ratio(total_off, total_auto)
     );
     if args.keep.is_some() {
         println!("dataset kept in {}", root.display());
     }
     let mut code = ExitCode::SUCCESS;
     if !all_match {
-        eprintln!("Error: some query returned different results under off and pipelined");
+        eprintln!("Error: some query returned different results under off and auto");
         code = ExitCode::FAILURE;
     }
     if over_budget {
@@ -254,8 +249,8 @@ async fn run_once(
     policy: Policy,
 ) -> Result<Run> {
     let mut settings = vec![];
-    if policy == Policy::Pipelined {
-        settings.extend(PIPELINED);
+    if policy == Policy::Auto {
+        settings.extend(DEFAULT_ARM);
     }
     settings.push(("policy", policy.name()));
     for (key, value) in settings {
@@ -424,14 +419,14 @@ fn print_header(args: &DemoArgs, dataset: &Dataset, partitions: usize) {
          run with the same warm footers and cold data"
     );
     println!(
-        "  timing:   planning outside the timer; runs interleaved off, pipelined, pipelined, off; \
+        "  timing:   planning outside the timer; runs interleaved off, auto, auto, off; \
          each arm's faster run is shown"
     );
     println!(
         "  off:       SET prefetch.policy = 'off' (stock DataFusion: one request at a time per partition)"
     );
     println!(
-        "  pipelined: SET prefetch.policy = 'pipelined', with the settings below set explicitly \
+        "  auto:      SET prefetch.policy = 'auto' (the default), with the settings below set explicitly \
          (they are today's defaults, see docs/configuration.md; pinned so the demo does not move \
          with them):"
     );
@@ -495,6 +490,6 @@ fn millis(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e3
 }
 
-fn ratio(off: Duration, pipelined: Duration) -> f64 {
-    off.as_secs_f64() / pipelined.as_secs_f64().max(1e-9)
+fn ratio(off: Duration, auto: Duration) -> f64 {
+    off.as_secs_f64() / auto.as_secs_f64().max(1e-9)
 }

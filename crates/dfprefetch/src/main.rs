@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! $ dfprefetch --table trips=s3://my-bucket/trips/ --metrics \
-//!     -c "SET prefetch.policy = 'pipelined'" \
+//!     -c "SET prefetch.policy = 'streaming'" \
 //!     -c "SELECT count(*) FROM trips"
 //! ```
 //!
@@ -23,7 +23,7 @@
 //!   to first batch, rows, requests, bytes fetched and wasted, peak staged
 //!   bytes and the policy in force.
 //! * `dfprefetch demo` writes a small dataset, serves it with 100 ms per
-//!   request and times a few queries with prefetching off and pipelined.
+//!   request and times a few queries with prefetching off and `auto` (the default).
 //!
 //! Any SQL error prints `Error: <message>` to stderr; in `-c`/`-f` mode the run
 //! stops there and the process exits with status 1.

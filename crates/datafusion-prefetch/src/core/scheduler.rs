@@ -825,6 +825,16 @@ impl ScanCore {
         self.auto.as_ref().map(AutoTuner::snapshot)
     }
 
+    /// The store requests for a decoder's demand read of `ranges`: under
+    /// `auto` on a remote store, planned like a background fetch; `None`
+    /// (the wrapped reader fetches them, as stock) otherwise.
+    pub fn demand_request_plan(&mut self, ranges: &[Range<u64>]) -> Option<RequestPlan> {
+        if !self.auto.as_ref().is_some_and(AutoTuner::remote) {
+            return None;
+        }
+        self.request_plan(ranges)
+    }
+
     /// The store requests for a background fetch of `ranges`: under `auto`,
     /// merged and split by the measured round trip and bandwidth; otherwise
     /// `None` (the store's own `get_ranges` plans them).

@@ -92,6 +92,10 @@ pub(crate) struct SchedulerParts {
     /// The metadata cache the wrapped factory reads footers through: a footer
     /// found there says nothing about the store's round trip.
     pub metadata_cache: Option<Arc<FileMetadataCache>>,
+    /// `auto` with DataFusion's own reader factory: demand reads on a remote
+    /// store go to the store as `auto` plans them (split when one
+    /// connection's bandwidth is the limit). A custom factory keeps its reads.
+    pub own_demand_requests: bool,
 }
 
 /// One scan's I/O scheduler, shared by all its partitions.
@@ -114,6 +118,7 @@ pub(crate) struct ScanScheduler {
     slicing: bool,
     request_timeout: Option<Duration>,
     metadata_cache: Option<Arc<FileMetadataCache>>,
+    own_demand_requests: bool,
     started: Instant,
     first_batch_seen: AtomicBool,
     slowest_fetch_micros: AtomicU64,
@@ -151,6 +156,7 @@ impl ScanScheduler {
             slicing: parts.slicing,
             request_timeout: parts.request_timeout,
             metadata_cache: parts.metadata_cache,
+            own_demand_requests: parts.own_demand_requests,
             started: Instant::now(),
             first_batch_seen: Default::default(),
             slowest_fetch_micros: Default::default(),
@@ -624,17 +630,38 @@ impl ScanScheduler {
                     past.start, past.end
                 )))
             } else {
-                self.metrics.request(bytes);
                 let lengths: Vec<u64> = request.iter().map(|r| r.end - r.start).collect();
-                let asked = Instant::now();
-                let fetched = self.demand(reader.get_byte_ranges(request)).await;
-                if fetched.is_ok() {
-                    // Ranges of one demand read travel in parallel: the
-                    // largest one sets its time.
-                    let largest = lengths.iter().copied().max().unwrap_or(0);
-                    let took = asked.elapsed();
-                    self.observe_request(largest, took);
-                }
+                let planned = if self.own_demand_requests {
+                    self.core.lock().demand_request_plan(&request)
+                } else {
+                    None
+                };
+                let fetched = match planned {
+                    Some(plan) => {
+                        for r in &plan.requests {
+                            self.metrics.request(r.end - r.start);
+                        }
+                        let location = &self.files[file].object_meta.location;
+                        self.demand(async {
+                            super::requests::fetch(self.store.as_ref(), location, &plan, &self.this)
+                                .await
+                                .map_err(|e| ParquetError::External(Box::new(e)))
+                        })
+                        .await
+                    }
+                    None => {
+                        self.metrics.request(bytes);
+                        let asked = Instant::now();
+                        let fetched = self.demand(reader.get_byte_ranges(request)).await;
+                        if fetched.is_ok() {
+                            // Ranges of one demand read travel in parallel:
+                            // the largest one sets its time.
+                            let largest = lengths.iter().copied().max().unwrap_or(0);
+                            self.observe_request(largest, asked.elapsed());
+                        }
+                        fetched
+                    }
+                };
                 fetched
                     .and_then(|fetched| {
                     let whole = fetched.len() == lengths.len()
