@@ -31,6 +31,10 @@ pub const DEFAULT_RTT: Duration = Duration::from_millis(30);
 /// roughly one S3 GET from a machine in the same region.
 pub const DEFAULT_BANDWIDTH: f64 = 100.0 * 1024.0 * 1024.0;
 
+/// Bytes/s one decoder is assumed to consume before one has been timed:
+/// the order of magnitude of DataFusion decoding on one core.
+pub const DEFAULT_DECODE_RATE: f64 = 200.0 * 1024.0 * 1024.0;
+
 /// Requests at least this large tell the bandwidth apart from the round trip.
 const BANDWIDTH_SAMPLE_BYTES: u64 = 1 << 20;
 
@@ -89,12 +93,18 @@ fn push<T>(samples: &mut VecDeque<T>, sample: T) {
     samples.push_back(sample);
 }
 
-fn median(mut values: Vec<f64>) -> Option<f64> {
+/// The value `fraction` of the way up the sorted `values`.
+fn quantile(mut values: Vec<f64>, fraction: f64) -> Option<f64> {
     if values.is_empty() {
         return None;
     }
     values.sort_by(f64::total_cmp);
-    Some(values[values.len() / 2])
+    let index = ((values.len() - 1) as f64 * fraction).round() as usize;
+    Some(values[index])
+}
+
+fn median(values: Vec<f64>) -> Option<f64> {
+    quantile(values, 0.5)
 }
 
 impl AutoTuner {
@@ -176,10 +186,13 @@ impl AutoTuner {
         Some(Duration::from_secs_f64(rtt))
     }
 
-    /// Estimated bytes/s one decoder consumes when it is not waiting for I/O
-    /// (a consumer that stops pulling makes it fall).
+    /// Estimated bytes/s one decoder consumes when it is not waiting for I/O:
+    /// the upper quartile of recent busy periods, so the pauses of a consumer
+    /// that pulls in phases (a join's probe side waiting for its build side)
+    /// do not starve the phases it pulls in, while a consumer that stops
+    /// pulling for good brings it down within a few reads.
     pub fn decode_rate(&self) -> Option<f64> {
-        median(self.decode_rates.iter().copied().collect())
+        quantile(self.decode_rates.iter().copied().collect(), 0.75)
     }
 
     /// Whether the store answers slowly enough for read-ahead to pay. Until a
@@ -199,17 +212,17 @@ impl AutoTuner {
     /// Bytes one stream should keep fetched ahead of its decoder: what the
     /// decoder consumes while a request is answered (a round trip for the
     /// request plus one for an upcoming file's footer, and a split-sized
-    /// transfer), with a safety margin. `None` until a decoder has been timed:
-    /// then only the next unit is fetched ahead. Zero on a local store.
-    pub fn lead_bytes(&self) -> Option<u64> {
+    /// transfer), with a safety margin; [`DEFAULT_DECODE_RATE`] until a
+    /// decoder has been timed. Zero on a local store.
+    pub fn lead_bytes(&self) -> u64 {
         if !self.remote() {
-            return Some(0);
+            return 0;
         }
-        let rate = self.decode_rate()?;
+        let rate = self.decode_rate().unwrap_or(DEFAULT_DECODE_RATE);
         let rtt = self.rtt_or_default();
         let transfer = *SPLIT_BYTES.start() as f64 / self.bandwidth_or_default();
         let lead = rate * (2.0 * rtt + transfer) * LEAD_SAFETY;
-        Some(lead.min(u64::MAX as f64) as u64)
+        lead.min(u64::MAX as f64) as u64
     }
 
     /// The largest gap between two ranges worth reading through to make them
@@ -241,7 +254,7 @@ impl AutoTuner {
             rtt: self.rtt(),
             bandwidth: self.bandwidth(),
             decode_rate: self.decode_rate(),
-            lead_bytes: self.lead_bytes().unwrap_or(0),
+            lead_bytes: self.lead_bytes(),
             remote: self.remote(),
         }
     }
@@ -275,10 +288,11 @@ mod tests {
     const MIXED: [u64; 6] = [4096, 8 * MIB, 512 << 10, 16 * MIB, 2 * MIB, 4096];
 
     #[test]
-    fn before_measuring_the_store_is_assumed_remote_and_only_the_next_unit_is_read() {
+    fn before_measuring_the_store_is_assumed_remote_and_typical() {
         let tuner = AutoTuner::new();
         assert!(tuner.remote());
-        assert_eq!(tuner.lead_bytes(), None);
+        // 200 MiB/s x (2 x 30 ms + 8 MiB / 100 MiB/s) x 2 = 56 MiB.
+        assert_eq!(tuner.lead_bytes() / MIB, 56);
         assert_eq!(tuner.rtt(), None);
         // Defaults: 30 ms x 100 MiB/s / 4.
         assert_eq!(tuner.merge_gap(), 786_432);
@@ -290,7 +304,7 @@ mod tests {
         feed_store(&mut tuner, Duration::from_micros(200), 2e9, &MIXED);
         feed_decoder(&mut tuner, 500e6, 8 * MIB, 4);
         assert!(!tuner.remote());
-        assert_eq!(tuner.lead_bytes(), Some(0));
+        assert_eq!(tuner.lead_bytes(), 0);
         assert_eq!(tuner.merge_gap(), 0);
     }
 
@@ -331,7 +345,7 @@ mod tests {
         let mut slow = fast.clone();
         feed_decoder(&mut fast, 400.0 * MIB as f64, 8 * MIB, 8);
         feed_decoder(&mut slow, 10.0 * MIB as f64, 8 * MIB, 8);
-        let (fast_lead, slow_lead) = (fast.lead_bytes().unwrap(), slow.lead_bytes().unwrap());
+        let (fast_lead, slow_lead) = (fast.lead_bytes(), slow.lead_bytes());
         // 400 MiB/s x (2 x 50 ms + 8 MiB / 100 MiB/s) x 2 = 144 MiB.
         assert!((143..=144).contains(&(fast_lead / MIB)), "{fast_lead}");
         // A decoder 40x slower needs 40x less ahead.
@@ -343,12 +357,16 @@ mod tests {
         let mut tuner = AutoTuner::new();
         feed_store(&mut tuner, ms(50), 100.0 * MIB as f64, &MIXED);
         feed_decoder(&mut tuner, 200.0 * MIB as f64, 8 * MIB, 8);
-        let pulling = tuner.lead_bytes().unwrap();
+        let pulling = tuner.lead_bytes();
+        // One long pause (a join's probe side waiting for its build side)
+        // moves nothing.
+        tuner.observe_decode(8 * MIB, Duration::from_secs(10));
+        assert_eq!(tuner.lead_bytes(), pulling);
         // The consumer stops pulling: each 8 MiB now takes 10 s to be taken.
-        for _ in 0..9 {
+        for _ in 0..SAMPLES {
             tuner.observe_decode(8 * MIB, Duration::from_secs(10));
         }
-        let stalled = tuner.lead_bytes().unwrap();
+        let stalled = tuner.lead_bytes();
         assert!(stalled * 100 < pulling, "{stalled} vs {pulling}");
         assert!(stalled < MIB, "{stalled}");
     }
@@ -367,7 +385,7 @@ mod tests {
         let rtt = tuner.rtt().unwrap();
         assert!(rtt >= ms(120), "{rtt:?}");
         // Lead time 2 x 120 ms + 80 ms instead of 2 x 30 ms + 80 ms.
-        let ratio = tuner.lead_bytes().unwrap() as f64 / before.1.unwrap() as f64;
+        let ratio = tuner.lead_bytes() as f64 / before.1 as f64;
         assert!((ratio - 0.32 / 0.14).abs() < 0.01, "{ratio}");
     }
 }

@@ -775,14 +775,10 @@ impl ScanCore {
     }
 
     /// Bytes one partition may keep staged beyond its next unit: `auto`'s
-    /// measured lead (nothing beyond the next unit until a decoder has been
-    /// timed), the window for the other policies.
+    /// lead, the window for the other policies.
     fn lead_limit(&self) -> u64 {
         match &self.auto {
-            Some(tuner) => tuner
-                .lead_bytes()
-                .unwrap_or(0)
-                .min(self.config.read_ahead_window),
+            Some(tuner) => tuner.lead_bytes().min(self.config.read_ahead_window),
             None => u64::MAX,
         }
     }

@@ -742,33 +742,42 @@ fn auto_on_a_local_store_reads_exactly_like_off() {
 }
 
 #[test]
-fn auto_reads_one_unit_ahead_until_the_decoder_is_timed_then_its_lead() {
-    let layout = layout(8, 8 * MIB);
+fn auto_reads_ahead_as_a_typical_decoder_needs_until_its_own_is_timed() {
+    let layout = layout(32, 8 * MIB);
     let mut core = auto_core(1, 64 * MIB, Some(Duration::from_millis(50)));
     core.reader_opened(0, 0);
     core.metadata_known(0, Arc::clone(&layout));
     let plan = core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
-    // Not timed yet: only the next row group.
-    assert_eq!(
-        fetched(&plan.actions),
-        vec![(0, vec![layout.chunk(1, 1).unwrap()])]
-    );
-    // A decoder taking 8 MiB in 100 ms (80 MiB/s): lead 80 MiB/s x (2 x 50 ms
-    // + 80 ms) x 2 = 28.8 MiB, so three more row groups after the staged one.
-    decode(&mut core, 0, 8 * MIB, 80.0 * MIB as f64, Duration::ZERO);
-    let plan = core.plan_read(0, &[layout.chunk(1, 1).unwrap()]);
+    // Not timed yet: a 200 MiB/s decoder at 50 ms needs 72 MiB ahead, more
+    // than the 64 MiB window: row groups 1-8.
     let ahead: Vec<Range<u64>> = fetched(&plan.actions)
         .into_iter()
         .flat_map(|(_, r)| r)
         .collect();
     assert_eq!(
         ahead,
-        (2..5)
+        (1..9)
             .map(|rg| layout.chunk(rg, 1).unwrap())
             .collect::<Vec<_>>()
     );
+    // The decoder takes 8 MiB per 2 s (4 MiB/s): lead 4 MiB/s x (2 x 50 ms
+    // + 80 ms) x 2 = 1.4 MiB. Once the row groups fetched at the start are
+    // used up, only the next one is kept ahead.
+    let mut at = Duration::ZERO;
+    for rg in 1..24 {
+        at = decode(&mut core, 0, 8 * MIB, 4.0 * MIB as f64, at);
+        let plan = core.plan_read(0, &[layout.chunk(rg, 1).unwrap()]);
+        if rg >= 8 {
+            assert_eq!(
+                fetched(&plan.actions),
+                vec![(0, vec![layout.chunk(rg + 1, 1).unwrap()])],
+                "row group {rg}"
+            );
+            assert!(core.stats().staged_bytes <= 8 * MIB);
+        }
+    }
     let lead = core.auto_snapshot().unwrap().lead_bytes;
-    assert!(core.stats().staged_bytes <= lead, "{lead}");
+    assert!(lead < 2 * MIB, "{lead}");
 }
 
 #[test]
@@ -792,7 +801,7 @@ fn auto_slices_files_with_an_offset_index_only_on_a_remote_store() {
 
 #[test]
 fn auto_stops_reading_ahead_when_the_consumer_stops_pulling() {
-    let layout = layout(16, 4 * MIB);
+    let layout = layout(64, 4 * MIB);
     let mut core = auto_core(1, 64 * MIB, Some(Duration::from_millis(50)));
     core.reader_opened(0, 0);
     core.metadata_known(0, Arc::clone(&layout));
@@ -803,15 +812,19 @@ fn auto_stops_reading_ahead_when_the_consumer_stops_pulling() {
         core.plan_read(0, &[layout.chunk(rg, 1).unwrap()]);
         staged_while_pulling = staged_while_pulling.max(core.stats().staged_bytes);
     }
-    // The consumer stalls: each row group now sits 20 s before the next ask.
-    for rg in 6..16 {
-        at = decode(&mut core, 0, 4 * MIB, 4.0 * MIB as f64 / 20.0, at);
-        core.plan_read(0, &[layout.chunk(rg, 1).unwrap()]);
-    }
-    let stalled = core.stats().staged_bytes;
     assert!(staged_while_pulling >= 32 * MIB, "{staged_while_pulling}");
-    // Only the next unit stays ahead.
-    assert!(stalled <= 4 * MIB, "{stalled}");
+    // The consumer stalls: each row group now sits 20 s before the next ask.
+    // Once most recent reads were stalled, only the next unit stays ahead,
+    // in the middle of the file.
+    for rg in 6..40 {
+        at = decode(&mut core, 0, 4 * MIB, 4.0 * MIB as f64 / 20.0, at);
+        let plan = core.plan_read(0, &[layout.chunk(rg, 1).unwrap()]);
+        if rg >= 6 + 16 + 16 {
+            let staged = core.stats().staged_bytes;
+            assert!(staged <= 4 * MIB, "row group {rg}: {staged} staged");
+            assert!(fetched(&plan.actions).len() <= 1);
+        }
+    }
 }
 
 #[test]
