@@ -951,10 +951,14 @@ impl ScanCore {
     }
 
     /// Admit candidates in order while they fit, grouping each (file, group)
-    /// into one fetch, or everything into one fetch when `single_fetch`. Stops at
-    /// the first piece that does not fit now, so read-ahead stays in decode
-    /// order. A chunk that can never fit is skipped (the decoder reads it); a
-    /// page that can never fit stops read-ahead, so it is read alone.
+    /// into one fetch, or everything into one fetch when `single_fetch`. A
+    /// partition's read-ahead stops at its first piece that does not fit its
+    /// window now, so it stays in decode order — without holding up the other
+    /// partitions, whose windows are their own (a partition stuck on a stalled
+    /// request must not stop everyone's read-ahead). All of it stops at the
+    /// first piece over the scan's budget. A chunk that can never fit is
+    /// skipped (the decoder reads it); a page that can never fit stops its
+    /// partition's read-ahead, so it is read alone.
     fn admit(&mut self, candidates: Vec<Candidate>, single_fetch: bool) -> Vec<Action> {
         let mut fetches: Vec<(FetchId, FileId, usize, Vec<Range<u64>>)> = vec![];
         let limit = self.config.read_ahead_window.min(self.config.memory_budget);
@@ -964,6 +968,7 @@ impl ScanCore {
             *slice_bytes.entry((c.file, c.group)).or_default() += c.range.end - c.range.start;
         }
         let mut admitted_slice = None;
+        let mut full: BTreeSet<PartitionId> = BTreeSet::new();
         for candidate in candidates {
             let Candidate {
                 file,
@@ -976,6 +981,9 @@ impl ScanCore {
             } = candidate;
             let len = range.end - range.start;
             let partition = self.files[file].charged_to;
+            if full.contains(&partition) {
+                continue;
+            }
             if len > limit {
                 if last_slice.is_none() {
                     continue;
@@ -983,7 +991,8 @@ impl ScanCore {
                 if self.oversized.insert((file, range.start)) {
                     self.stats.oversized_pages += 1;
                 }
-                break;
+                full.insert(partition);
+                continue;
             }
             let partition_staged = self.partition_staged.get(&partition).copied().unwrap_or(0);
             // The first piece of a slice stands for the whole slice.
@@ -994,23 +1003,19 @@ impl ScanCore {
                 }
                 _ => len,
             };
+            // `wanted` is never less than `len`.
+            if self.stats.staged_bytes + wanted > self.config.memory_budget {
+                break;
+            }
             // Slices of files not opened yet get at most half the window, so
             // the file being decoded always has room to read ahead.
-            if candidate_eager
+            if (candidate_eager
                 && last_slice.is_some()
-                && partition_staged + wanted > self.config.read_ahead_window / 2
-            {
-                break;
-            }
-            if self.stats.staged_bytes + wanted > self.config.memory_budget
+                && partition_staged + wanted > self.config.read_ahead_window / 2)
                 || partition_staged + wanted > self.config.read_ahead_window
             {
-                break;
-            }
-            if self.stats.staged_bytes + len > self.config.memory_budget
-                || partition_staged + len > self.config.read_ahead_window
-            {
-                break;
+                full.insert(partition);
+                continue;
             }
             let id = match fetches.last() {
                 Some((id, f, g, _)) if *f == file && (single_fetch || *g == group) => *id,
