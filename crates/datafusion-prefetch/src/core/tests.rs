@@ -731,3 +731,25 @@ fn a_full_window_in_one_partition_does_not_stop_the_others_read_ahead() {
     );
     assert_eq!(core.stats().staged_bytes, 32 * MIB);
 }
+
+/// Found by the `scan_core` fuzz target: a corrupt footer giving two column
+/// chunks of a row group the same start made one admission stage both under
+/// one key, so the staged-bytes count kept bytes nothing held (and never
+/// returned to zero). The second is left to the decoder.
+#[test]
+fn chunks_that_start_at_the_same_byte_are_staged_once() {
+    let shared = 4..1004;
+    let layout = Arc::new(FileLayout::new(
+        vec!["a".into(), "b".into()],
+        vec![vec![4..104, 104..204], vec![shared.clone(), 4..504]],
+    ));
+    let mut core = core(PrefetchPolicy::Pipelined, 1, MIB, MIB);
+    core.reader_opened(0, 0);
+    core.metadata_known(0, Arc::clone(&layout));
+    let plan = core.plan_read(0, &[4..104, 104..204]);
+    let ahead = fetched(&plan.actions);
+    assert_eq!(ahead, vec![(0, vec![shared])], "{:?}", plan.actions);
+    assert_eq!(core.stats().staged_bytes, 1000);
+    core.shutdown();
+    assert_eq!(core.stats().staged_bytes, 0);
+}
