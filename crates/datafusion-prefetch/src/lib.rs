@@ -36,6 +36,8 @@
 
 pub mod config;
 pub mod core;
+#[doc(hidden)]
+pub mod fuzzing;
 mod io;
 pub mod metrics;
 pub mod session;

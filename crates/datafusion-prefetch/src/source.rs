@@ -8,7 +8,9 @@ use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
-use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, UnboundedMemoryPool};
+use datafusion::execution::memory_pool::{
+    MemoryConsumer, MemoryLimit, MemoryPool, UnboundedMemoryPool,
+};
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::physical_expr::projection::ProjectionExprs;
 use datafusion::physical_expr::utils::collect_columns;
@@ -191,7 +193,10 @@ impl PrefetchingParquetSource {
                 .collect()
         };
         let window = self.options.read_ahead_window().as_u64();
-        let budget = self.options.memory_budget().as_u64();
+        let budget = pool_bounded_budget(
+            self.options.memory_budget().as_u64(),
+            self.memory_pool.as_deref(),
+        );
         let core = ScanCore::new(
             CoreConfig {
                 policy: self.options.policy(),
@@ -447,5 +452,28 @@ impl FileSource for PrefetchingParquetSource {
         f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
     ) -> Result<TreeNodeRecursion> {
         self.inner.apply_expressions(f)
+    }
+}
+
+/// The most one scan's read-ahead may hold in a memory pool with a finite
+/// limit, as a fraction of that limit: `1 / POOL_SHARE_DIVISOR`.
+///
+/// Read-ahead's reservation cannot spill, and in a `FairSpillPool` every byte
+/// an unspillable consumer holds shrinks the share of each spilling operator
+/// (a sort gets `(limit - unspillable) / spillers`); in a `GreedyMemoryPool`
+/// it is simply gone for the others. A sort whose share is barely above one
+/// batch — a pool in which stock DataFusion just completes — fails as soon as
+/// read-ahead holds more than a few percent of the pool at the wrong moment
+/// (docs/reliability.md, bug 4: a quarter was still too much). A sixteenth
+/// leaves each spiller at least 15/16 of its stock share while still staging
+/// several row groups in any pool large enough to be useful.
+pub const POOL_SHARE_DIVISOR: u64 = 16;
+
+/// `memory_budget`, lowered to `1 / POOL_SHARE_DIVISOR` of `pool`'s limit when
+/// the pool has a finite one.
+fn pool_bounded_budget(budget: u64, pool: Option<&dyn MemoryPool>) -> u64 {
+    match pool.map(|p| p.memory_limit()) {
+        Some(MemoryLimit::Finite(limit)) => budget.min((limit as u64 / POOL_SHARE_DIVISOR).max(1)),
+        _ => budget,
     }
 }

@@ -57,6 +57,22 @@ pub enum Fault {
         /// Number of consecutive bytes flipped.
         len: u64,
     },
+    /// Silent corruption of the object's bytes `start..start + len`, wherever
+    /// a response carries them: the body has the right length, and the bytes
+    /// of that object range it covers are inverted (XOR `0xFF`).
+    ///
+    /// Unlike [`Corrupt`](Self::Corrupt), which bytes of the file go wrong
+    /// does not depend on how the reader cut its requests, so readers that
+    /// split and merge their GETs differently (a demand read, a coalesced
+    /// read-ahead) meet the same corruption. Combine with
+    /// [`FaultRule::overlapping`] so only requests that carry those bytes
+    /// count as injected.
+    CorruptObject {
+        /// First flipped byte, as an object offset.
+        start: u64,
+        /// Number of consecutive bytes flipped.
+        len: u64,
+    },
 }
 
 impl Fault {
@@ -92,7 +108,7 @@ impl Fault {
             Self::Stall => FaultKind::Stall,
             Self::Delay(_) => FaultKind::Delay,
             Self::Truncate { .. } => FaultKind::Truncate,
-            Self::Corrupt { .. } => FaultKind::Corrupt,
+            Self::Corrupt { .. } | Self::CorruptObject { .. } => FaultKind::Corrupt,
         }
     }
 }
@@ -106,6 +122,9 @@ impl fmt::Display for Fault {
             Self::Truncate { keep, mode } => write!(f, "truncation after {keep} bytes ({mode})"),
             Self::Corrupt { offset, len } => {
                 write!(f, "corruption of {len} bytes at body offset {offset}")
+            }
+            Self::CorruptObject { start, len } => {
+                write!(f, "corruption of {len} bytes at object offset {start}")
             }
         }
     }
@@ -159,7 +178,7 @@ pub enum FaultKind {
     Delay,
     /// [`Fault::Truncate`], whatever its mode.
     Truncate,
-    /// [`Fault::Corrupt`].
+    /// [`Fault::Corrupt`] and [`Fault::CorruptObject`].
     Corrupt,
 }
 

@@ -35,6 +35,7 @@ use crate::{TruncateMode, faults::Decision};
 /// | [`Delay`](Fault::Delay) | answers after an extra delay |
 /// | [`Truncate`](Fault::Truncate) | body cut short: error, clean early end, or hang |
 /// | [`Corrupt`](Fault::Corrupt) | body of the right length with bytes inverted |
+/// | [`CorruptObject`](Fault::CorruptObject) | the same, at fixed object offsets |
 ///
 /// Errors are `object_store::Error::Generic { store: "FaultyStore", source }`
 /// with an [`InjectedFault`] source whose message names the fault, the
@@ -213,6 +214,7 @@ impl<T: ObjectStore> ObjectStore for FaultyStore<T> {
             }
             Fault::Truncate { keep, mode } => BodyFault::Truncate { keep, mode },
             Fault::Corrupt { offset, len } => BodyFault::Corrupt { offset, len },
+            Fault::CorruptObject { start, len } => BodyFault::CorruptObject { start, len },
         };
 
         let result = self.inner.get_opts(location, options).await?;
@@ -280,6 +282,7 @@ impl<T: ObjectStore> ObjectStore for FaultyStore<T> {
 enum BodyFault {
     Truncate { keep: u64, mode: TruncateMode },
     Corrupt { offset: u64, len: u64 },
+    CorruptObject { start: u64, len: u64 },
 }
 
 /// A response body with a [`BodyFault`] applied while it streams.
@@ -328,6 +331,17 @@ impl FaultyBody {
                 let start = offset.min(expected.saturating_sub(1));
                 let end = start.saturating_add(len).min(expected);
                 Action::Corrupt { flip: start..end }
+            }
+            BodyFault::CorruptObject { start, len } => {
+                // The object bytes this body carries, as body offsets.
+                let from = start.max(range.start);
+                let to = start.saturating_add(len).min(range.end);
+                let flip = if from < to {
+                    from - range.start..to - range.start
+                } else {
+                    0..0
+                };
+                Action::Corrupt { flip }
             }
         };
         Self {

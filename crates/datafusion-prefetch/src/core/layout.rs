@@ -5,7 +5,7 @@ use std::ops::Range;
 
 use datafusion_datasource::FileRange;
 use datafusion_datasource_parquet::{ParquetAccessPlan, RowGroupAccess};
-use parquet::file::metadata::ParquetMetaData;
+use parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData};
 
 /// One data page of a column chunk, from the offset index.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,12 +132,12 @@ impl FileLayout {
             .map(|rg| {
                 rg.columns()
                     .iter()
-                    .map(|c| {
-                        let (start, len) = c.byte_range();
-                        match start.checked_add(len) {
+                    .map(|c| match byte_range(c) {
+                        Some((start, len)) => match start.checked_add(len) {
                             Some(end) if end <= file_size => start..end,
                             _ => start..start,
-                        }
+                        },
+                        None => 0..0,
                     })
                     .collect()
             })
@@ -200,6 +200,19 @@ impl FileLayout {
     }
 }
 
+/// A column chunk's start and length, or `None` when the footer gives a
+/// negative one (parquet's `ColumnChunkMetaData::byte_range` panics on those;
+/// the decoder meets them only if it reads the column, so must we).
+fn byte_range(chunk: &ColumnChunkMetaData) -> Option<(u64, u64)> {
+    let start = chunk
+        .dictionary_page_offset()
+        .unwrap_or_else(|| chunk.data_page_offset());
+    Some((
+        u64::try_from(start).ok()?,
+        u64::try_from(chunk.compressed_size()).ok()?,
+    ))
+}
+
 /// Whether `metadata`'s offset index, if it has one, places every page inside
 /// its column chunk and the file: a decoder given an offset index that does not
 /// would read out of bounds.
@@ -226,7 +239,7 @@ fn page_locations(metadata: &ParquetMetaData, file_size: u64) -> Option<Vec<Vec<
                 .iter()
                 .zip(columns)
                 .map(|(chunk, index)| {
-                    let (start, len) = chunk.byte_range();
+                    let (start, len) = byte_range(chunk)?;
                     let end = start.checked_add(len).filter(|end| *end <= file_size)?;
                     let locations = index.page_locations();
                     let first = locations.first()?;
@@ -258,6 +271,8 @@ fn page_locations(metadata: &ParquetMetaData, file_size: u64) -> Option<Vec<Vec<
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
 
     fn layout() -> FileLayout {
@@ -265,6 +280,36 @@ mod tests {
             vec!["id".into(), "payload".into()],
             vec![vec![4..104, 104..304], vec![304..404, 404..604]],
         )
+    }
+
+    /// Found by the `footer` fuzz target: a footer with a negative column
+    /// chunk offset made `from_metadata` panic (in parquet's `byte_range`),
+    /// even for a column the scan never reads. Such a chunk is never predicted.
+    #[test]
+    fn a_negative_chunk_offset_is_never_predicted_and_does_not_panic() {
+        use parquet::file::metadata::{FileMetaData, RowGroupMetaData};
+        use parquet::schema::parser::parse_message_type;
+        use parquet::schema::types::SchemaDescriptor;
+
+        let schema = parse_message_type("message m { required int64 a; required int64 b; }");
+        let schema = Arc::new(SchemaDescriptor::new(Arc::new(schema.unwrap())));
+        let column = |i: usize, offset: i64, size: i64| {
+            ColumnChunkMetaData::builder(schema.column(i))
+                .set_data_page_offset(offset)
+                .set_total_compressed_size(size)
+                .build()
+                .unwrap()
+        };
+        let row_group = RowGroupMetaData::builder(Arc::clone(&schema))
+            .set_num_rows(10)
+            .set_column_metadata(vec![column(0, 4, 100), column(1, -7, 100)])
+            .build()
+            .unwrap();
+        let file = FileMetaData::new(1, 10, None, None, Arc::clone(&schema), None);
+        let metadata = ParquetMetaData::new(file, vec![row_group]);
+        let layout = FileLayout::from_metadata(&metadata, 1000, None, None, true);
+        assert_eq!(layout.row_groups, vec![vec![4..104, 0..0]]);
+        assert!(offset_index_fits(&metadata, 1000));
     }
 
     #[test]

@@ -1109,10 +1109,14 @@ impl ScanCore {
     }
 
     /// Admit candidates in order while they fit, grouping each (file, group)
-    /// into one fetch, or everything into one fetch when `single_fetch`. Stops at
-    /// the first piece that does not fit now, so read-ahead stays in decode
-    /// order. A chunk that can never fit is skipped (the decoder reads it); a
-    /// page that can never fit stops read-ahead, so it is read alone.
+    /// into one fetch, or everything into one fetch when `single_fetch`. A
+    /// partition's read-ahead stops at its first piece that does not fit its
+    /// window now, so it stays in decode order — without holding up the other
+    /// partitions, whose windows are their own (a partition stuck on a stalled
+    /// request must not stop everyone's read-ahead). All of it stops at the
+    /// first piece over the scan's budget. A chunk that can never fit is
+    /// skipped (the decoder reads it); a page that can never fit stops its
+    /// partition's read-ahead, so it is read alone.
     fn admit(&mut self, candidates: Vec<Candidate>, single_fetch: bool) -> Vec<Action> {
         let mut fetches: Vec<(FetchId, FileId, usize, Vec<Range<u64>>)> = vec![];
         let limit = self.config.read_ahead_window.min(self.config.memory_budget);
@@ -1123,6 +1127,7 @@ impl ScanCore {
         }
         let mut admitted_slice = None;
         let lead = self.lead_limit();
+        let mut full: BTreeSet<PartitionId> = BTreeSet::new();
         for candidate in candidates {
             let Candidate {
                 file,
@@ -1135,6 +1140,15 @@ impl ScanCore {
             } = candidate;
             let len = range.end - range.start;
             let partition = self.files[file].charged_to;
+            if full.contains(&partition) {
+                continue;
+            }
+            // Staged pieces are keyed by where they start: a corrupt footer can
+            // give two chunks the same start, and staging both would count
+            // bytes the map no longer holds (found by the `scan_core` fuzz target).
+            if self.staged.contains_key(&(file, range.start)) {
+                continue;
+            }
             if len > limit {
                 if last_slice.is_none() {
                     continue;
@@ -1142,7 +1156,8 @@ impl ScanCore {
                 if self.oversized.insert((file, range.start)) {
                     self.stats.oversized_pages += 1;
                 }
-                break;
+                full.insert(partition);
+                continue;
             }
             let partition_staged = self.partition_staged.get(&partition).copied().unwrap_or(0);
             // The first piece of a slice stands for the whole slice.
@@ -1153,29 +1168,23 @@ impl ScanCore {
                 }
                 _ => len,
             };
+            // `wanted` is never less than `len`.
+            if self.stats.staged_bytes + wanted > self.config.memory_budget {
+                break;
+            }
             // Slices of files not opened yet get at most half the window, so
             // the file being decoded always has room to read ahead.
-            if candidate_eager
+            if (candidate_eager
                 && last_slice.is_some()
-                && partition_staged + wanted > self.config.read_ahead_window / 2
-            {
-                break;
-            }
-            if self.stats.staged_bytes + wanted > self.config.memory_budget
+                && partition_staged + wanted > self.config.read_ahead_window / 2)
                 || partition_staged + wanted > self.config.read_ahead_window
+                // `auto` keeps only its measured lead ahead, but always the
+                // next unit: a stream with nothing staged would otherwise
+                // wait a round trip per unit.
+                || (partition_staged > 0 && partition_staged + wanted > lead)
             {
-                break;
-            }
-            // `auto` keeps only its measured lead ahead, but always the next
-            // unit: a stream with nothing staged would otherwise wait a round
-            // trip per unit.
-            if partition_staged > 0 && partition_staged + wanted > lead {
-                break;
-            }
-            if self.stats.staged_bytes + len > self.config.memory_budget
-                || partition_staged + len > self.config.read_ahead_window
-            {
-                break;
+                full.insert(partition);
+                continue;
             }
             let id = match fetches.last() {
                 Some((id, f, g, _)) if *f == file && (single_fetch || *g == group) => *id,

@@ -191,3 +191,124 @@ async fn a_transient_error_on_a_demand_read_fails_the_query_naming_the_file() {
         assert_eq!(fx.pool.reserved(), 0, "{policy}");
     }
 }
+
+/// Bytes of `file` between the magic number and the footer: every column
+/// chunk, no footer.
+fn data_bytes(file: &bytes::Bytes) -> std::ops::Range<u64> {
+    let footer = u32::from_le_bytes(file[file.len() - 8..file.len() - 4].try_into().unwrap());
+    4..file.len() as u64 - 8 - u64::from(footer)
+}
+
+/// Every data read of one file stalls forever (its footer does not, so it
+/// opens): the partition scanning it hangs, as under `off`, but the other
+/// partitions — which share the scan's scheduler, budget and pool reservation
+/// with it — finish with every row of their files while the stall is still in
+/// effect, and dropping the stalled stream leaves nothing behind. `off` is the
+/// control: if it did not finish the other partitions either, the test would
+/// prove nothing about read-ahead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stalled_request_does_not_block_other_partitions() {
+    use datafusion::arrow::array::UInt64Array;
+    use datafusion::physical_plan::execute_stream_partitioned;
+    use futures::TryStreamExt;
+
+    const STALLED: usize = 0;
+    let files: Vec<_> = (0..4)
+        .map(|i| parquet_file(i * 20_000, 20_000, 5_000))
+        .collect();
+    let fx = fixture(
+        files.clone(),
+        FixtureOptions {
+            partitions: 4,
+            latency: Duration::from_millis(2),
+            ..Default::default()
+        },
+    )
+    .await;
+    let (path, _) = &fx.files[STALLED];
+    fx.faults.push(
+        FaultRule::new(Fault::Stall)
+            .path(path.as_ref())
+            .overlapping(data_bytes(&files[STALLED])),
+    );
+    // Small enough that a stalled read-ahead holding its bytes would squeeze
+    // the other partitions' read-ahead, large enough for a row group each.
+    fx.set("read_ahead_window", "128KiB").await;
+    fx.set("memory_budget", "256KiB").await;
+    let others: u64 = (0..4u64)
+        .filter(|i| *i != STALLED as u64)
+        .map(|i| (i * 20_000..(i + 1) * 20_000).sum::<u64>())
+        .sum();
+    for policy in datafusion_prefetch::PrefetchPolicy::ALL {
+        let stalls_before = fx.fault_stats.injected(FaultKind::Stall);
+        fx.set("policy", policy.name()).await;
+        let plan = fx.plan("SELECT id FROM t").await;
+        let stats = datafusion_prefetch::prefetch_stats(&plan);
+        let streams = execute_stream_partitioned(plan, fx.ctx.task_ctx()).unwrap();
+        assert_eq!(streams.len(), 4, "{policy}: one stream per file");
+        let tasks: Vec<_> = streams
+            .into_iter()
+            .map(|stream| {
+                tokio::spawn(async move {
+                    let batches: Vec<datafusion::arrow::array::RecordBatch> =
+                        stream.try_collect().await?;
+                    let ids: Vec<u64> = batches
+                        .iter()
+                        .flat_map(|b| {
+                            let ids = b.column(0).as_any().downcast_ref::<UInt64Array>();
+                            ids.unwrap().values().to_vec()
+                        })
+                        .collect();
+                    datafusion::common::Result::<Vec<u64>>::Ok(ids)
+                })
+            })
+            .collect();
+        // Three partitions finish while the fourth is stalled.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while tasks.iter().filter(|t| t.is_finished()).count() < 3 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{policy}: only {} of the other 3 partitions finished in 30 s",
+                tasks.iter().filter(|t| t.is_finished()).count()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Give a wrongly finishing stalled stream a moment to show itself.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (done, pending): (Vec<_>, Vec<_>) = tasks.into_iter().partition(|t| t.is_finished());
+        assert_eq!(pending.len(), 1, "{policy}: the stalled partition finished");
+        assert!(
+            fx.fault_stats.injected(FaultKind::Stall) > stalls_before,
+            "{policy}: no request stalled"
+        );
+        let mut sum = 0u64;
+        let mut rows = 0usize;
+        for task in done {
+            let ids = task
+                .await
+                .unwrap()
+                .unwrap_or_else(|e| panic!("{policy}: {e}"));
+            assert!(
+                ids.iter().all(|id| *id / 20_000 != STALLED as u64),
+                "{policy}: rows of the stalled file"
+            );
+            rows += ids.len();
+            sum += ids.iter().sum::<u64>();
+        }
+        assert_eq!(rows, 60_000, "{policy}: rows of the other files");
+        assert_eq!(sum, others, "{policy}: ids of the other files");
+        // The other partitions kept reading ahead beside the stalled request
+        // (a full window of the stalled partition once stopped all read-ahead).
+        let served: u64 = stats.iter().map(|s| s.bytes_served_from_prefetch()).sum();
+        assert_eq!(
+            served > 0,
+            policy != datafusion_prefetch::PrefetchPolicy::Off,
+            "{policy}: {served} bytes served from read-ahead"
+        );
+        for task in pending {
+            task.abort();
+            assert!(task.await.unwrap_err().is_cancelled());
+        }
+        crate::support::assert_released(&stats, fx.pool.as_ref(), &policy.to_string()).await;
+    }
+}

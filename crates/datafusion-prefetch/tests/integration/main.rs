@@ -9,6 +9,7 @@ mod differential;
 mod errors;
 mod fault_matrix;
 mod faults;
+mod fuzz_targets;
 mod mechanism;
 mod memory_pressure;
 mod pools;

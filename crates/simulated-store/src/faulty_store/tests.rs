@@ -512,6 +512,34 @@ async fn corrupted_body_has_the_right_length_and_flipped_bytes() {
     assert_eq!(store.stats().injected(FaultKind::Corrupt), 2);
 }
 
+/// An object-offset corruption flips the same object bytes whatever range
+/// the request covers, and leaves requests that do not carry them intact.
+#[tokio::test]
+async fn an_object_corruption_hits_the_same_bytes_whatever_the_request() {
+    let store = store_with(&[("a", 1000)]).await.with_rule(
+        FaultRule::new(Fault::CorruptObject { start: 150, len: 2 }).overlapping(150..152),
+    );
+    let a = Path::from("a");
+    let whole = pattern(1000);
+    for range in [100..200, 151..152, 0..1000, 149..151] {
+        let got = store.get_range(&a, range.clone()).await.unwrap();
+        let expected = &whole[range.start as usize..range.end as usize];
+        assert_eq!(got.len(), expected.len(), "{range:?}");
+        let differing: Vec<u64> = (0..got.len())
+            .filter(|&i| got[i] != expected[i])
+            .map(|i| range.start + i as u64)
+            .collect();
+        let flipped: Vec<u64> = (150..152).filter(|o| range.contains(o)).collect();
+        assert_eq!(differing, flipped, "{range:?}");
+    }
+    // Not carrying the bytes: untouched and not counted.
+    assert_eq!(
+        store.get_range(&a, 0..150).await.unwrap(),
+        whole[..150].to_vec()
+    );
+    assert_eq!(store.stats().injected(FaultKind::Corrupt), 4);
+}
+
 /// A body fault applied directly to a stream of `chunk`-byte pieces.
 async fn faulty_body(size: u64, chunk: usize, fault: BodyFault) -> Vec<Result<Bytes>> {
     let data = Bytes::from(pattern(size));
