@@ -29,7 +29,7 @@ pub enum PrefetchPolicy {
     /// are read like `pipelined`.
     Streaming,
     /// Adapts to what the scan measures (the default). On a local store
-    /// (round trip under 2 ms) it reads exactly like `off`. On a remote one it
+    /// (round trip under 5 ms) it reads exactly like `off`. On a remote one it
     /// reads files with an offset index slice by slice and others row group by
     /// row group, keeps as many bytes ahead as the decoder consumes while a
     /// request is answered (within the window and budget), and merges or

@@ -20,9 +20,10 @@ use std::time::Duration;
 /// slow request, few enough to follow a store whose latency changes.
 const SAMPLES: usize = 16;
 
-/// Below this round trip the store is local (a file system, memory): nothing
-/// is worth fetching ahead, so `auto` behaves exactly like `off`.
-pub const LOCAL_RTT: Duration = Duration::from_millis(2);
+/// Below this round trip the store is local (a file system, memory, a store
+/// on the same host): nothing is worth fetching ahead, so `auto` behaves
+/// exactly like `off`. Object stores answer in 10 ms or more.
+pub const LOCAL_RTT: Duration = Duration::from_millis(5);
 
 /// Round trip assumed before anything is measured: a typical object store.
 pub const DEFAULT_RTT: Duration = Duration::from_millis(30);
@@ -60,6 +61,8 @@ struct RequestSample {
     /// Bytes of the largest single range the request carried.
     bytes: u64,
     seconds: f64,
+    /// Seconds to the first byte, when the request was timed that closely.
+    first_byte: Option<f64>,
 }
 
 /// What `auto` has measured so far and what it decided from it; shown in
@@ -122,6 +125,20 @@ impl AutoTuner {
             RequestSample {
                 bytes,
                 seconds: took.as_secs_f64(),
+                first_byte: None,
+            },
+        );
+    }
+
+    /// A GET of `bytes` answered its first byte after `first_byte` and its
+    /// last after `took`: a round trip and a transfer, told apart.
+    pub fn observe_transfer(&mut self, bytes: u64, first_byte: Duration, took: Duration) {
+        push(
+            &mut self.requests,
+            RequestSample {
+                bytes,
+                seconds: took.as_secs_f64(),
+                first_byte: Some(first_byte.as_secs_f64().min(took.as_secs_f64())),
             },
         );
     }
@@ -143,44 +160,47 @@ impl AutoTuner {
     }
 
     /// The least time any recent request took that was dominated by its round
-    /// trip: a floor for the round trip that needs no bandwidth estimate.
+    /// trip (at most [`LATENCY_SAMPLE_BYTES`]): a floor for the round trip
+    /// that needs no bandwidth estimate.
     fn latency_floor(&self) -> Option<f64> {
-        let small = self
-            .requests
+        self.requests
             .iter()
             .filter(|s| s.bytes <= LATENCY_SAMPLE_BYTES)
             .map(|s| s.seconds)
-            .min_by(f64::total_cmp);
-        small.or_else(|| {
-            self.requests
-                .iter()
-                .map(|s| s.seconds)
-                .min_by(f64::total_cmp)
-        })
+            .min_by(f64::total_cmp)
     }
 
     /// Estimated per-connection bandwidth (bytes/s), from requests large
-    /// enough for their transfer time to show.
+    /// enough for their transfer time to show: bytes over the time after the
+    /// first byte where that was timed, else over the time beyond the
+    /// quickest small request. `None` without such a measurement.
     pub fn bandwidth(&self) -> Option<f64> {
-        let floor = self.latency_floor()?;
+        let floor = self.latency_floor();
         median(
             self.requests
                 .iter()
                 .filter(|s| s.bytes >= BANDWIDTH_SAMPLE_BYTES)
-                .map(|s| s.bytes as f64 / (s.seconds - floor).max(1e-6))
+                .filter_map(|s| {
+                    let transfer = s.seconds - s.first_byte.or(floor)?;
+                    Some(s.bytes as f64 / transfer.max(1e-6))
+                })
                 .collect(),
         )
     }
 
-    /// Estimated round trip: the median over recent requests of the time left
-    /// once their transfer is accounted for, so one slow request moves it
-    /// little and a store that slows down for good moves it within a few.
+    /// Estimated round trip: the median over recent requests of their time to
+    /// the first byte (where timed; otherwise their time less their transfer
+    /// at the estimated bandwidth), so one slow request moves it little and a
+    /// store that slows down for good moves it within a few.
     pub fn rtt(&self) -> Option<Duration> {
-        let bandwidth = self.bandwidth().unwrap_or(f64::INFINITY);
+        let bandwidth = self.bandwidth_or_default();
         let rtt = median(
             self.requests
                 .iter()
-                .map(|s| (s.seconds - s.bytes as f64 / bandwidth).max(0.0))
+                .map(|s| {
+                    s.first_byte
+                        .unwrap_or_else(|| (s.seconds - s.bytes as f64 / bandwidth).max(0.0))
+                })
                 .collect(),
         )?;
         Some(Duration::from_secs_f64(rtt))
@@ -328,6 +348,33 @@ mod tests {
         assert!(SPLIT_BYTES.contains(&piece), "{piece}");
         // 2 MiB takes 20 ms, under a round trip: sent whole.
         assert_eq!(tuner.split_bytes(2 * MIB), None);
+    }
+
+    #[test]
+    fn first_byte_timing_tells_a_round_trip_from_a_transfer() {
+        // A local disk under load: 8 MiB reads take 6 ms, their first byte
+        // 300 us. A remote store: first byte after 40 ms, 100 MiB/s.
+        let mut local = AutoTuner::new();
+        let mut remote = AutoTuner::new();
+        for _ in 0..4 {
+            local.observe_transfer(8 * MIB, Duration::from_micros(300), ms(6));
+            remote.observe_transfer(8 * MIB, ms(40), ms(120));
+        }
+        assert!(!local.remote());
+        assert!(remote.remote());
+        assert_eq!(remote.rtt(), Some(ms(40)));
+        assert_eq!(remote.bandwidth().unwrap() as u64, 100 * MIB);
+    }
+
+    #[test]
+    fn large_reads_timed_whole_are_not_taken_for_round_trips() {
+        // Demand reads through DataFusion's reader are timed whole: 8 MiB in
+        // 6 ms is a fast transfer, not a 6 ms round trip.
+        let mut tuner = AutoTuner::new();
+        for _ in 0..4 {
+            tuner.observe_request(8 * MIB, ms(6));
+        }
+        assert!(!tuner.remote(), "{:?}", tuner.rtt());
     }
 
     #[test]

@@ -796,6 +796,14 @@ impl ScanCore {
         }
     }
 
+    /// `auto`: a GET of `bytes` answered its first byte after `first_byte`
+    /// and its last after `took`.
+    pub fn observe_transfer(&mut self, bytes: u64, first_byte: Duration, took: Duration) {
+        if let Some(tuner) = self.auto.as_mut() {
+            tuner.observe_transfer(bytes, first_byte, took);
+        }
+    }
+
     /// `auto`: the decoder of `file` asks for bytes at `at` (time since the
     /// scan started). The time since its partition was last handed bytes was
     /// spent decoding them and waiting for the consumer: a decode-rate sample.

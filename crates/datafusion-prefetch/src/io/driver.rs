@@ -27,8 +27,8 @@ use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
 use tokio::task::AbortHandle;
 
 use crate::core::{
-    Action, CoreStats, FetchId, FileId, FileLayout, LOCAL_RTT, Part, PartitionId, RequestPlan,
-    ScanCore, SlicePlan, offset_index_fits,
+    Action, CoreStats, FetchId, FileId, FileLayout, Part, PartitionId, RequestPlan, ScanCore,
+    SlicePlan, offset_index_fits,
 };
 use crate::metrics::ScanMetrics;
 
@@ -124,6 +124,11 @@ pub(crate) struct ScanScheduler {
     slowest_fetch_micros: AtomicU64,
     this: Weak<ScanScheduler>,
 }
+
+/// The longest a scan's first file waits for `auto`'s store probe: twice
+/// [`LOCAL_RTT`](crate::core::LOCAL_RTT), so a local store under load still
+/// answers in time, and a remote one costs at most this once per scan.
+const PROBE_WAIT: Duration = Duration::from_millis(10);
 
 /// The least a reader waits for a read-ahead before fetching the bytes itself.
 const MIN_STALL_WAIT: Duration = Duration::from_secs(2);
@@ -360,6 +365,12 @@ impl ScanScheduler {
         self.apply(|core| (core.observe_request(bytes, took), vec![]));
     }
 
+    /// `auto`: a GET of `bytes` answered its first byte after `first_byte`
+    /// and its last after `took`.
+    pub(crate) fn observe_transfer(&self, bytes: u64, first_byte: Duration, took: Duration) {
+        self.apply(|core| (core.observe_transfer(bytes, first_byte, took), vec![]));
+    }
+
     pub(crate) fn reader_opened(&self, file: FileId, partition: PartitionId) {
         self.apply(|core| ((), core.reader_opened(file, partition)));
     }
@@ -425,7 +436,7 @@ impl ScanScheduler {
 
     /// `auto` before any request has been timed (footers came from the
     /// metadata cache): time a HEAD of `file`, waiting for it at most
-    /// [`LOCAL_RTT`]. Unanswered by then, the store is remote — the default
+    /// [`PROBE_WAIT`]. Unanswered by then, the store is remote — the default
     /// assumption — and the probe's time is recorded whenever it lands.
     async fn probe_store(&self, file: FileId) {
         if !self.core.lock().wants_probe() {
@@ -453,7 +464,7 @@ impl ScanScheduler {
             });
             slot.result.clone()
         };
-        let _ = tokio::time::timeout(LOCAL_RTT, probe).await;
+        let _ = tokio::time::timeout(PROBE_WAIT, probe).await;
     }
 
     /// Whether `file`'s slice plan over-predicts what its decoders read.

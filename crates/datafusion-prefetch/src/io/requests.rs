@@ -8,7 +8,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use futures::future::try_join_all;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::{GetOptions, ObjectStore};
 
 use super::driver::ScanScheduler;
 use crate::core::RequestPlan;
@@ -23,7 +23,10 @@ pub(crate) async fn fetch(
 ) -> object_store::Result<Vec<Bytes>> {
     let bodies = try_join_all(plan.requests.iter().map(|request| async move {
         let started = Instant::now();
-        let body = store.get_range(location, request.clone()).await?;
+        let options = GetOptions::new().with_range(Some(request.clone()));
+        let answer = store.get_opts(location, options).await?;
+        let first_byte = started.elapsed();
+        let body = answer.bytes().await?;
         let expected = request.end - request.start;
         if body.len() as u64 != expected {
             return Err(object_store::Error::Generic {
@@ -38,7 +41,7 @@ pub(crate) async fn fetch(
             });
         }
         if let Some(scheduler) = scheduler.upgrade() {
-            scheduler.observe_request(expected, started.elapsed());
+            scheduler.observe_transfer(expected, first_byte, started.elapsed());
         }
         Ok(body)
     }))

@@ -106,7 +106,7 @@ struct Session {
     budget_factor: u64,
     file_open_depth: usize,
     eager_first_read_cap: u64,
-    /// A store answering in 3 ms rather than at once: `auto` measures it as
+    /// A store answering in 6 ms rather than at once: `auto` measures it as
     /// remote and reads ahead, slices and plans requests; on an instant store
     /// it reads like `off`.
     slow_store: bool,
@@ -519,7 +519,7 @@ async fn check(case: Case) -> Result<(), TestCaseError> {
         files,
         FixtureOptions {
             latency: if case.session.slow_store {
-                Duration::from_millis(3)
+                Duration::from_millis(6)
             } else {
                 Duration::ZERO
             },
