@@ -334,12 +334,20 @@ async fn every_range_is_fetched_once_and_no_footer_twice() {
         let bytes: u64 = scan.iter().map(|f| f.bytes).sum();
         let off_bytes = *off_bytes.get_or_insert(bytes);
         assert_eq!(bytes, off_bytes, "{what}: bytes fetched differ from off");
-        if policy != PrefetchPolicy::Off {
-            assert!(
-                stats[0].bytes_fetched_ahead() > 0,
-                "{what}: nothing read ahead"
-            );
-            assert_eq!(stats[0].bytes_wasted(), 0, "{what}: waste on a full scan");
+        match policy {
+            PrefetchPolicy::Off => {}
+            // The server on loopback answers in well under 5 ms: auto reads
+            // like off once it has timed it (a first read may go ahead before
+            // that if the machine is busy), so whether it read ahead is not
+            // asserted; its bytes and results are, above.
+            PrefetchPolicy::Auto => {}
+            _ => {
+                assert!(
+                    stats[0].bytes_fetched_ahead() > 0,
+                    "{what}: nothing read ahead"
+                );
+                assert_eq!(stats[0].bytes_wasted(), 0, "{what}: waste on a full scan");
+            }
         }
         session.assert_clean(&stats, &what).await;
 
