@@ -15,6 +15,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 use crate::config::PrefetchOptions;
+use crate::core::StoreProfiles;
 use crate::source::PrefetchingParquetSource;
 
 /// A physical optimizer rule that swaps every `ParquetSource` scan for a
@@ -27,12 +28,17 @@ use crate::source::PrefetchingParquetSource;
 #[derive(Debug, Clone)]
 pub struct PrefetchScanRule {
     runtime: Arc<RuntimeEnv>,
+    /// `auto`'s store measurements, shared by every scan this rule wraps.
+    profiles: Arc<StoreProfiles>,
 }
 
 impl PrefetchScanRule {
     /// A rule whose scans reserve memory from, and cache footers in, `runtime`.
     pub fn new(runtime: Arc<RuntimeEnv>) -> Self {
-        Self { runtime }
+        Self {
+            runtime,
+            profiles: Arc::default(),
+        }
     }
 
     fn wrap(
@@ -45,6 +51,7 @@ impl PrefetchScanRule {
         let parquet = scan.file_source().downcast_ref::<ParquetSource>()?;
         let source = PrefetchingParquetSource::new(parquet.clone(), options.clone())
             .with_runtime(&self.runtime)
+            .with_store_profiles(Arc::clone(&self.profiles))
             .with_work_stealing(config.execution.enable_file_stream_work_stealing);
         let scan = FileScanConfigBuilder::from(scan.clone())
             .with_source(Arc::new(source))

@@ -33,7 +33,7 @@ use object_store::ObjectStore;
 use parking_lot::Mutex;
 
 use crate::config::{PrefetchOptions, PrefetchPolicy};
-use crate::core::{CoreConfig, FileId, MIN_COLUMN_SLICE_BYTES, ScanCore};
+use crate::core::{CoreConfig, FileId, MIN_COLUMN_SLICE_BYTES, ScanCore, StoreProfiles};
 use crate::io::{
     ObservedMorselizer, PrefetchingReaderFactory, ScanScheduler, SchedulerParts, SlicingMorselizer,
     scan_unit_id,
@@ -82,6 +82,9 @@ pub struct PrefetchingParquetSource {
     /// The scheduler of the running scan, shared by its partitions; a new scan
     /// (a new execution) gets a new one once every stream of the last has ended.
     running: Arc<Mutex<Weak<ScanScheduler>>>,
+    /// `auto`: what was measured of each store, shared with the session's
+    /// other scans when the session's rule made this source.
+    profiles: Arc<StoreProfiles>,
 }
 
 impl fmt::Debug for PrefetchingParquetSource {
@@ -105,7 +108,16 @@ impl PrefetchingParquetSource {
             work_stealing: true,
             stats: Arc::default(),
             running: Arc::default(),
+            profiles: Arc::default(),
         }
+    }
+
+    /// Share `auto`'s store measurements with every source given the same
+    /// `profiles` (the one-call session setup gives all of a session's scans
+    /// one), so a scan starts from what earlier scans measured of its store.
+    pub fn with_store_profiles(mut self, profiles: Arc<StoreProfiles>) -> Self {
+        self.profiles = profiles;
+        self
     }
 
     /// Reserve staged bytes from `runtime`'s memory pool and read footers through
@@ -213,6 +225,8 @@ impl PrefetchingParquetSource {
         )
         .with_projection(self.read_columns())
         .with_predicate(self.inner.filter().is_some());
+        let store_key = config.object_store_url.as_str().to_string();
+        let core = core.with_auto_tuner(self.profiles.tuner_for(&store_key));
         let inner_factory: Arc<dyn ParquetFileReaderFactory> = match (
             self.inner.parquet_file_reader_factory(),
             &self.metadata_cache,
@@ -247,6 +261,7 @@ impl PrefetchingParquetSource {
             slicing: self.slicing(),
             request_timeout: self.options.request_timeout().duration(),
             metadata_cache: self.metadata_cache.clone(),
+            profiles: Some((Arc::clone(&self.profiles), store_key)),
             own_demand_requests: self.options.policy() == PrefetchPolicy::Auto
                 && self.inner.parquet_file_reader_factory().is_none(),
         });

@@ -13,8 +13,10 @@
 //! `rtt + n / bandwidth`, where `bandwidth` is what one connection sustains
 //! and requests on separate connections run in parallel.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 /// How many recent samples each estimate looks at: enough to ride out one
 /// slow request, few enough to follow a store whose latency changes.
@@ -280,6 +282,15 @@ impl AutoTuner {
         (len as f64 / bandwidth > rtt && len > piece).then_some(piece)
     }
 
+    /// A tuner that knows what this one measured of the store, but nothing
+    /// of the decoders (another query decodes at another pace).
+    pub fn store_measurements(&self) -> AutoTuner {
+        AutoTuner {
+            requests: self.requests.clone(),
+            decode_rates: VecDeque::new(),
+        }
+    }
+
     /// The measurements and decisions, for metrics.
     pub fn snapshot(&self) -> AutoSnapshot {
         AutoSnapshot {
@@ -289,6 +300,38 @@ impl AutoTuner {
             lead_bytes: self.lead_bytes(),
             remote: self.remote(),
         }
+    }
+}
+
+/// What `auto` measured of each object store, kept for a session so that its
+/// later scans start from the store's measured round trip and bandwidth
+/// rather than from the defaults (and need no probe). Keyed by the scan's
+/// object store URL (`s3://bucket`).
+#[derive(Debug, Default)]
+pub struct StoreProfiles {
+    by_store: Mutex<HashMap<String, AutoTuner>>,
+}
+
+impl StoreProfiles {
+    /// No store measured yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A tuner for a new scan of `store`: its measurements so far, if any.
+    pub fn tuner_for(&self, store: &str) -> AutoTuner {
+        self.by_store
+            .lock()
+            .get(store)
+            .map(AutoTuner::store_measurements)
+            .unwrap_or_default()
+    }
+
+    /// Keep what `tuner` has measured of `store` for the session's next scans.
+    pub fn record(&self, store: &str, tuner: &AutoTuner) {
+        self.by_store
+            .lock()
+            .insert(store.to_string(), tuner.store_measurements());
     }
 }
 
@@ -408,6 +451,20 @@ mod tests {
             tuner.observe_request(4096, took);
         }
         assert!(!tuner.remote());
+    }
+
+    #[test]
+    fn a_session_keeps_store_measurements_not_decoder_ones() {
+        let profiles = StoreProfiles::new();
+        assert!(!profiles.tuner_for("s3://bucket").has_measured());
+        let mut tuner = AutoTuner::new();
+        feed_store(&mut tuner, ms(40), 100.0 * MIB as f64, &MIXED);
+        feed_decoder(&mut tuner, 5.0 * MIB as f64, 8 * MIB, 4);
+        profiles.record("s3://bucket", &tuner);
+        let next = profiles.tuner_for("s3://bucket");
+        assert_eq!(next.rtt(), tuner.rtt());
+        assert_eq!(next.decode_rate(), None);
+        assert!(!profiles.tuner_for("s3://other").has_measured());
     }
 
     #[test]

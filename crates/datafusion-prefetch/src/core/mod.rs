@@ -9,7 +9,10 @@ mod slices;
 #[cfg(test)]
 mod tests;
 
-pub use auto::{AutoSnapshot, AutoTuner, DEFAULT_BANDWIDTH, DEFAULT_RTT, LOCAL_RTT};
+pub use auto::{
+    AutoSnapshot, AutoTuner, DEFAULT_BANDWIDTH, DEFAULT_DECODE_RATE, DEFAULT_RTT, LOCAL_RTT,
+    StoreProfiles,
+};
 pub use layout::{ChunkPages, FileLayout, PageSpan, offset_index_fits};
 pub use requests::{RangeSource, RequestPlan, plan_requests};
 pub use scheduler::{

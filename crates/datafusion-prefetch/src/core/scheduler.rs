@@ -321,6 +321,20 @@ impl ScanCore {
         }
     }
 
+    /// `auto`: start from `tuner`'s measurements (a session's earlier scans
+    /// of the same store). Ignored by the other policies.
+    pub fn with_auto_tuner(mut self, tuner: AutoTuner) -> Self {
+        if self.auto.is_some() {
+            self.auto = Some(tuner);
+        }
+        self
+    }
+
+    /// `auto`'s measurements so far, `None` for other policies.
+    pub fn auto_tuner(&self) -> Option<&AutoTuner> {
+        self.auto.as_ref()
+    }
+
     /// `streaming`: the top-level columns the scan reads (`None`: all of them).
     pub fn with_projection(mut self, projection: Option<Vec<String>>) -> Self {
         self.projection = projection;

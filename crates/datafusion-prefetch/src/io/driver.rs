@@ -28,7 +28,7 @@ use tokio::task::AbortHandle;
 
 use crate::core::{
     Action, CoreStats, FetchId, FileId, FileLayout, Part, PartitionId, RequestPlan, ScanCore,
-    SlicePlan, offset_index_fits,
+    SlicePlan, StoreProfiles, offset_index_fits,
 };
 use crate::metrics::ScanMetrics;
 
@@ -92,6 +92,9 @@ pub(crate) struct SchedulerParts {
     /// The metadata cache the wrapped factory reads footers through: a footer
     /// found there says nothing about the store's round trip.
     pub metadata_cache: Option<Arc<FileMetadataCache>>,
+    /// `auto`: where the session keeps what was measured of this scan's
+    /// store, and the store's key there.
+    pub profiles: Option<(Arc<StoreProfiles>, String)>,
     /// `auto` with DataFusion's own reader factory: demand reads on a remote
     /// store go to the store as `auto` plans them (split when one
     /// connection's bandwidth is the limit). A custom factory keeps its reads.
@@ -119,6 +122,7 @@ pub(crate) struct ScanScheduler {
     request_timeout: Option<Duration>,
     metadata_cache: Option<Arc<FileMetadataCache>>,
     own_demand_requests: bool,
+    profiles: Option<(Arc<StoreProfiles>, String)>,
     started: Instant,
     first_batch_seen: AtomicBool,
     slowest_fetch_micros: AtomicU64,
@@ -162,6 +166,7 @@ impl ScanScheduler {
             request_timeout: parts.request_timeout,
             metadata_cache: parts.metadata_cache,
             own_demand_requests: parts.own_demand_requests,
+            profiles: parts.profiles,
             started: Instant::now(),
             first_batch_seen: Default::default(),
             slowest_fetch_micros: Default::default(),
@@ -362,13 +367,28 @@ impl ScanScheduler {
 
     /// `auto`: a request whose largest range was `bytes` long took `took`.
     pub(crate) fn observe_request(&self, bytes: u64, took: Duration) {
-        self.apply(|core| (core.observe_request(bytes, took), vec![]));
+        self.apply(|core| {
+            core.observe_request(bytes, took);
+            self.keep_measurements(core);
+            ((), vec![])
+        });
+    }
+
+    /// Share what this scan measured of its store with the session's next scans.
+    fn keep_measurements(&self, core: &ScanCore) {
+        if let (Some((profiles, store)), Some(tuner)) = (&self.profiles, core.auto_tuner()) {
+            profiles.record(store, tuner);
+        }
     }
 
     /// `auto`: a GET of `bytes` answered its first byte after `first_byte`
     /// and its last after `took`.
     pub(crate) fn observe_transfer(&self, bytes: u64, first_byte: Duration, took: Duration) {
-        self.apply(|core| (core.observe_transfer(bytes, first_byte, took), vec![]));
+        self.apply(|core| {
+            core.observe_transfer(bytes, first_byte, took);
+            self.keep_measurements(core);
+            ((), vec![])
+        });
     }
 
     pub(crate) fn reader_opened(&self, file: FileId, partition: PartitionId) {

@@ -146,3 +146,26 @@ async fn on_a_slow_store_auto_is_faster_than_off_by_request_count() {
     );
     assert!(!off.contains("prefetch_auto_remote"), "{off}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_keeps_what_auto_measured_of_a_store() {
+    // Footers are cached at registration, so the first auto scan of the
+    // session has nothing timed and probes the store with one HEAD; the next
+    // scans start from what the first measured and probe no more.
+    let fx = fixture(
+        files(),
+        FixtureOptions {
+            latency: Duration::from_millis(25),
+            ..Default::default()
+        },
+    )
+    .await;
+    fx.set("policy", "auto").await;
+    fx.store.reset();
+    let first = explain_analyze(&fx, SQL).await;
+    assert_eq!(fx.store.head_requests(), 1, "{first}");
+    fx.store.reset();
+    let second = explain_analyze(&fx, SQL).await;
+    assert_eq!(fx.store.head_requests(), 0, "{second}");
+    assert_eq!(metric(&second, "prefetch_auto_remote"), 1, "{second}");
+}
