@@ -797,6 +797,12 @@ impl ScanCore {
         }
     }
 
+    /// `auto` on a store it measured local: decoders read exactly as without
+    /// prefetching, and the driver skips the core for their reads.
+    pub fn reads_like_off(&self) -> bool {
+        self.auto.as_ref().is_some_and(|t| !t.remote())
+    }
+
     /// `auto` has timed no request yet: the driver should time one before
     /// deciding a file's granularity.
     pub fn wants_probe(&self) -> bool {

@@ -519,7 +519,9 @@ impl ScanScheduler {
             return Ok(metadata);
         }
         let metadata = reader.get_metadata(options).await?;
-        self.metadata_known(file, &self.files[file], &metadata);
+        if !self.core.lock().reads_like_off() {
+            self.metadata_known(file, &self.files[file], &metadata);
+        }
         Ok(metadata)
     }
 
@@ -585,6 +587,45 @@ impl ScanScheduler {
         )
     }
 
+    /// A range of `ranges` that starts past the end of `file` (a corrupt
+    /// footer), refused as a store refuses it rather than asked for: object_store's
+    /// range merging can panic on the answer. A range that only ends past the
+    /// end is asked for: stores clamp it, and a short buffer is refused later,
+    /// as the decoder would.
+    fn past_the_end(&self, file: FileId, ranges: &[Range<u64>]) -> Option<ParquetError> {
+        let size = self.files[file].object_meta.size;
+        let past = ranges.iter().find(|r| r.start >= size)?;
+        Some(super::read_error::refused(format!(
+            "range {}..{} starts past the end of the file ({size} bytes)",
+            past.start, past.end
+        )))
+    }
+
+    /// `auto` on a local store: the decoder's own read, untouched, only timed
+    /// (so a store that turns slow is noticed).
+    async fn read_like_off(
+        &self,
+        file: FileId,
+        reader: &mut (dyn AsyncFileReader + Send),
+        ranges: Vec<Range<u64>>,
+    ) -> parquet::errors::Result<Vec<Bytes>> {
+        if let Some(refused) = self.past_the_end(file, &ranges) {
+            return Err(self.read_error(file, &ranges, refused));
+        }
+        let largest = ranges.iter().map(|r| r.end - r.start).max().unwrap_or(0);
+        self.metrics
+            .request(ranges.iter().map(|r| r.end - r.start).sum());
+        let asked = Instant::now();
+        match self.demand(reader.get_byte_ranges(ranges.clone())).await {
+            Ok(fetched) => {
+                self.observe_request(largest, asked.elapsed());
+                self.metrics.io_wait(asked.elapsed());
+                Ok(fetched)
+            }
+            Err(e) => Err(self.read_error(file, &ranges, e)),
+        }
+    }
+
     /// Keep demanded pages a later slice reads staged under `id` (the core has
     /// admitted them), once the pool agrees.
     fn retain(&self, id: FetchId, positions: &[usize], fetched: &[Bytes]) {
@@ -615,6 +656,9 @@ impl ScanScheduler {
         reader: &mut (dyn AsyncFileReader + Send),
         ranges: Vec<Range<u64>>,
     ) -> parquet::errors::Result<Vec<Bytes>> {
+        if self.core.lock().reads_like_off() {
+            return self.read_like_off(file, reader, ranges).await;
+        }
         let started = Instant::now();
         let (plan, staged_fetches) = self.apply(|core| {
             core.read_started(file, self.started.elapsed());
@@ -649,17 +693,8 @@ impl ScanScheduler {
                 request.extend(widened.iter().cloned());
             }
             let bytes: u64 = request.iter().map(|r| r.end - r.start).sum();
-            let size = self.files[file].object_meta.size;
-            let fetched = if let Some(past) = request.iter().find(|r| r.start >= size) {
-                // A corrupt footer: refuse, as a store does, rather than ask
-                // for bytes that do not exist (object_store's range merging
-                // can panic on the answer). A range that only ends past the
-                // end is asked for: stores clamp it, and the short buffer is
-                // refused below, as the decoder would.
-                Err(super::read_error::refused(format!(
-                    "range {}..{} starts past the end of the file ({size} bytes)",
-                    past.start, past.end
-                )))
+            let fetched = if let Some(refused) = self.past_the_end(file, &request) {
+                Err(refused)
             } else {
                 let lengths: Vec<u64> = request.iter().map(|r| r.end - r.start).collect();
                 let planned = if self.own_demand_requests {
