@@ -21,10 +21,11 @@
 //! producers register them with [`ReceivedPrefetchOptions`], which accepts
 //! the pairs in any order.
 //!
-//! Under Ballista each task runs one partition of a scan in a plan of its own,
-//! so DataFusion's file-stream work stealing is turned off in every process
-//! (`datafusion.execution.enable_file_stream_work_stealing = false`): each task
-//! reads its own file group, and the cross-file read-ahead works within it.
+//! Ballista hands each task its own file groups, so DataFusion's file-stream
+//! work stealing is turned off in every process
+//! (`datafusion.execution.enable_file_stream_work_stealing = false`), as
+//! DataFusion recommends for such engines: each task reads its own file
+//! groups, and the cross-file read-ahead works within them.
 //!
 //! ```no_run
 //! # async fn example() -> datafusion::common::Result<()> {

@@ -39,9 +39,10 @@ fn ballista_error(e: impl std::error::Error + Send + Sync + 'static) -> DataFusi
     DataFusionError::External(Box::new(e))
 }
 
-/// Each Ballista task runs one partition of a scan in a plan of its own, so a
-/// partition must read only its own file group: with DataFusion's work
-/// stealing on, every task would drain the files of all partitions.
+/// Ballista assigns each task its file groups when it plans a stage (and cuts
+/// the task's scan down to them), and DataFusion asks engines that do so to
+/// turn file-stream work stealing off: each partition then reads exactly the
+/// files it was given, in order, and the cross-file read-ahead opens those.
 fn without_work_stealing(mut config: SessionConfig) -> SessionConfig {
     config
         .options_mut()

@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use datafusion::common::{DataFusionError, Result};
+use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion_prefetch_simstore::{LatencyModel, SimulatedStore, SimulatedStoreConfig};
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
-use url::Url;
 
 /// Object stores by URL, registered on every runtime a process builds.
 ///
@@ -20,7 +20,7 @@ use url::Url;
 /// own client and connections.
 #[derive(Clone, Default)]
 pub struct ObjectStores {
-    stores: Vec<(Url, Arc<dyn ObjectStore>)>,
+    stores: Vec<(ObjectStoreUrl, Arc<dyn ObjectStore>)>,
 }
 
 impl fmt::Debug for ObjectStores {
@@ -38,7 +38,7 @@ impl ObjectStores {
     }
 
     /// Serve `url` (scheme and host, e.g. `sim://bench`) from `store`.
-    pub fn with_store(mut self, url: Url, store: Arc<dyn ObjectStore>) -> Self {
+    pub fn with_store(mut self, url: ObjectStoreUrl, store: Arc<dyn ObjectStore>) -> Self {
         self.stores.push((url, store));
         self
     }
@@ -47,7 +47,7 @@ impl ObjectStores {
     /// with `config`'s latency, bandwidth and connection cap.
     pub fn with_simulated_dir(
         self,
-        url: Url,
+        url: ObjectStoreUrl,
         dir: impl Into<PathBuf>,
         config: SimulatedStoreConfig,
     ) -> Result<Self> {
@@ -76,7 +76,7 @@ impl ObjectStores {
                     "--store '{spec}': expected URL=DIR, e.g. sim://bench=/data/tpch_sf1"
                 ))
             })?;
-            let url = Url::parse(url).map_err(|e| {
+            let url = ObjectStoreUrl::parse(url).map_err(|e| {
                 DataFusionError::Configuration(format!("--store '{spec}': bad URL: {e}"))
             })?;
             stores = stores.with_simulated_dir(url, dir, config)?;
@@ -87,7 +87,7 @@ impl ObjectStores {
     /// Register every store on `runtime`.
     pub fn register(&self, runtime: &RuntimeEnv) {
         for (url, store) in &self.stores {
-            runtime.register_object_store(url, Arc::clone(store));
+            runtime.register_object_store(url.as_ref(), Arc::clone(store));
         }
     }
 

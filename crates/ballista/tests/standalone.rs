@@ -36,7 +36,6 @@ use tpchgen_arrow::{
     CustomerArrow, LineItemArrow, NationArrow, OrderArrow, PartArrow, PartSuppArrow,
     RecordBatchIterator, RegionArrow, SupplierArrow,
 };
-use url::Url;
 
 /// TPC-H scale of the differential test: lineitem has 60K rows.
 const SCALE: f64 = 0.01;
@@ -108,7 +107,7 @@ fn write_tpch(dir: &Path) {
 fn stores(dir: &Path) -> ObjectStores {
     ObjectStores::new()
         .with_simulated_dir(
-            Url::parse("sim://tpch").unwrap(),
+            ObjectStoreUrl::parse("sim://tpch").unwrap(),
             dir,
             SimulatedStoreConfig::fixed(Duration::from_millis(1)),
         )
