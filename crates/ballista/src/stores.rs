@@ -108,7 +108,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let good = format!("sim://bench={}", dir.path().display());
         let stores = ObjectStores::from_specs(&[good], "fixed:5").unwrap();
-        assert_eq!(format!("{stores:?}"), "[\"sim://bench\"]");
+        assert_eq!(format!("{stores:?}"), "[\"sim://bench/\"]");
         let err = ObjectStores::from_specs(&["sim://bench".into()], "none").unwrap_err();
         assert!(err.to_string().contains("expected URL=DIR"), "{err}");
         let err = ObjectStores::from_specs(&[], "sometimes").unwrap_err();
