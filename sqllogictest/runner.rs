@@ -37,6 +37,13 @@
 //! - `SLT_LATENCY=s3` (or `5ms`, `none`, ...): the simulated GET latency model
 //!   instead of a fixed 1 ms; `s3` draws seeded, jittery delays, so responses
 //!   complete out of order (about twice as slow as the default).
+//! - `SLT_ENGINES=datafusion` (or `ballista`, default both): where the queries
+//!   run. `ballista` runs every pair again on a Ballista standalone cluster (a
+//!   scheduler and two executors in this process, over loopback gRPC, set up by
+//!   `datafusion-prefetch-ballista`), so the same expected results must hold
+//!   with the scans planned on a scheduler, shipped through the codec and run
+//!   on executors, and with the settings shipped there from the client. Its
+//!   lines are labelled `ballista/<policy>`.
 //!
 //! Output: one line per (policy, suite), the details of every failure, and a
 //! last line `N passed, M failed`; the exit status is non-zero on any failure.
@@ -52,6 +59,9 @@ use std::time::{Duration, Instant};
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_prefetch::{PrefetchPolicy, prefetching_context};
+use datafusion_prefetch_ballista::{
+    ObjectStores, ballista_prefetching_context, start_standalone_cluster,
+};
 use datafusion_prefetch_simstore::{
     LatencyModel, SimulatedStore, SimulatedStoreConfig, StoreStats,
 };
@@ -72,6 +82,19 @@ const RUNNER_SETTINGS: [&str; 3] = [
     "SET prefetch.memory_budget = '1MiB'",
     "SET prefetch.file_open_depth = 2",
 ];
+/// Suites the Ballista engine does not run, and why: both fail the same way
+/// on stock Ballista 55 (its own codec and defaults, no prefetching) with two
+/// executors, so they would test Ballista, not prefetching.
+const BALLISTA_SKIPPED: [(&str, &str); 2] = [
+    (
+        "hive.slt",
+        "dictionary-encoded partition columns lose their type in Ballista 55's shuffle between executors (RowConverter column schema mismatch)",
+    ),
+    (
+        "types.slt",
+        "a dictionary-encoded column loses its type in Ballista 55's shuffle between executors, and Ballista's defaults turn off Utf8View",
+    ),
+];
 /// Errors shown per failing (policy, suite); the rest are counted.
 const ERRORS_SHOWN: usize = 10;
 
@@ -89,6 +112,28 @@ struct Options {
     extra_settings: Vec<(String, String)>,
     /// GET latency of the simulated store.
     latency: LatencyModel,
+    /// Where the suites run.
+    engines: Vec<Engine>,
+}
+
+/// Where a suite's queries run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Engine {
+    /// A local prefetching `SessionContext`.
+    DataFusion,
+    /// A Ballista client of an in-process standalone cluster.
+    Ballista,
+}
+
+impl Engine {
+    const ALL: [Engine; 2] = [Engine::DataFusion, Engine::Ballista];
+
+    fn name(self) -> &'static str {
+        match self {
+            Engine::DataFusion => "datafusion",
+            Engine::Ballista => "ballista",
+        }
+    }
 }
 
 fn env_flag(name: &str) -> bool {
@@ -149,7 +194,26 @@ impl Options {
             Ok(model) => model.parse().map_err(|e| format!("SLT_LATENCY: {e}"))?,
             Err(_) => LatencyModel::Fixed(Duration::from_millis(1)),
         };
+        let engines = match std::env::var("SLT_ENGINES") {
+            Ok(list) => list
+                .split(',')
+                .map(str::trim)
+                .filter(|name| !name.is_empty())
+                .map(|name| {
+                    Engine::ALL
+                        .into_iter()
+                        .find(|e| e.name() == name)
+                        .ok_or_else(|| {
+                            format!(
+                                "SLT_ENGINES: unknown engine '{name}' (known: datafusion, ballista)"
+                            )
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            Err(_) => Engine::ALL.to_vec(),
+        };
         Ok(Self {
+            engines,
             complete,
             filters,
             policies,
@@ -199,26 +263,50 @@ fn discover_suites(filters: &[String]) -> Result<Vec<Suite>, BoxError> {
     Ok(suites)
 }
 
+/// The simulated store the suites read as `sim://data/`: LIST requests take
+/// 1 ms, GETs `latency`.
+fn simulated_store(
+    data_dir: &Path,
+    latency: LatencyModel,
+) -> Result<SimulatedStore<LocalFileSystem>, BoxError> {
+    Ok(SimulatedStore::new(
+        LocalFileSystem::new_with_prefix(data_dir)?,
+        SimulatedStoreConfig::fixed(Duration::from_millis(1)).with_latency(latency),
+    ))
+}
+
 /// A fresh prefetching context reading `data_dir` as `sim://data/`, with the
 /// runner's settings for `policy` and then `extra_settings` (none at all for
-/// `None`). LIST requests take 1 ms, GETs `latency`.
+/// `None`): local, or a client of the Ballista cluster at `ballista`. The
+/// store statistics are those of the local context's store.
 async fn make_context(
     data_dir: &Path,
     policy: Option<PrefetchPolicy>,
     extra_settings: &[(String, String)],
     latency: LatencyModel,
-) -> Result<(SessionContext, Arc<StoreStats>), BoxError> {
+    ballista: Option<&str>,
+) -> Result<(SessionContext, Option<Arc<StoreStats>>), BoxError> {
     // information_schema is what SHOW reads (prefetching_context enables it too).
     let config = SessionConfig::new()
         .with_target_partitions(4)
         .with_information_schema(true);
-    let ctx = prefetching_context(config);
-    let store = SimulatedStore::new(
-        LocalFileSystem::new_with_prefix(data_dir)?,
-        SimulatedStoreConfig::fixed(Duration::from_millis(1)).with_latency(latency),
-    );
-    let stats = store.stats();
-    ctx.register_object_store(ObjectStoreUrl::parse(DATA_URL)?.as_ref(), Arc::new(store));
+    let store = simulated_store(data_dir, latency)?;
+    let url = ObjectStoreUrl::parse(DATA_URL)?;
+    let (ctx, stats) = match ballista {
+        None => {
+            let ctx = prefetching_context(config);
+            let stats = store.stats();
+            ctx.register_object_store(url.as_ref(), Arc::new(store));
+            (ctx, Some(stats))
+        }
+        Some(scheduler) => {
+            // The client lists files and reads footers when a table is
+            // created; the executors' own stores count the scans' GETs.
+            let stores = ObjectStores::new().with_store(url, Arc::new(store));
+            let ctx = ballista_prefetching_context(scheduler, config, &stores).await?;
+            (ctx, None)
+        }
+    };
     if let Some(policy) = policy {
         let set_policy = format!("SET prefetch.policy = '{}'", policy.name());
         for sql in std::iter::once(set_policy.as_str()).chain(RUNNER_SETTINGS) {
@@ -358,15 +446,26 @@ struct PairSettings {
     timeout: Duration,
     extra_settings: Vec<(String, String)>,
     latency: LatencyModel,
+    /// The `df://` URL of the Ballista cluster, when a pair runs there.
+    ballista: Option<String>,
 }
 
 async fn run_pair(
     settings: Arc<PairSettings>,
     suite: Suite,
     policy: Option<PrefetchPolicy>,
+    engine: Engine,
 ) -> Outcome {
     let started = Instant::now();
-    let label = policy.map_or("default", PrefetchPolicy::name).to_string();
+    let policy_name = policy.map_or("default", PrefetchPolicy::name);
+    let label = match engine {
+        Engine::DataFusion => policy_name.to_string(),
+        Engine::Ballista => format!("ballista/{policy_name}"),
+    };
+    let ballista = match engine {
+        Engine::DataFusion => None,
+        Engine::Ballista => settings.ballista.as_deref(),
+    };
     let mut requests = None;
     let work = async {
         let extra: &[(String, String)] = if settings.complete {
@@ -374,9 +473,15 @@ async fn run_pair(
         } else {
             &settings.extra_settings
         };
-        let (ctx, stats) = make_context(&settings.data_dir, policy, extra, settings.latency)
-            .await
-            .map_err(|e| vec![format!("cannot set up the context: {e}")])?;
+        let (ctx, stats) = make_context(
+            &settings.data_dir,
+            policy,
+            extra,
+            settings.latency,
+            ballista,
+        )
+        .await
+        .map_err(|e| vec![format!("cannot set up the context: {e}")])?;
         let errors = if settings.complete {
             complete_suite(&ctx, &suite.path)
                 .await
@@ -386,7 +491,7 @@ async fn run_pair(
         } else {
             run_suite(&ctx, &suite.path).await
         };
-        requests = Some(stats.get_requests());
+        requests = stats.map(|s| s.get_requests());
         if errors.is_empty() {
             Ok(())
         } else {
@@ -448,17 +553,45 @@ async fn run(options: Options) -> Result<bool, BoxError> {
     } else {
         options.policies.clone()
     };
-    let mut pairs = vec![];
-    for &policy in &policies {
-        for suite in &suites {
-            if !suite.run_once {
-                pairs.push((suite.clone(), Some(policy)));
+    // Completion writes what local DataFusion returns.
+    let engines: Vec<Engine> = if options.complete {
+        vec![Engine::DataFusion]
+    } else {
+        options.engines.clone()
+    };
+    let skipped = |engine: Engine, suite: &Suite| {
+        engine == Engine::Ballista && BALLISTA_SKIPPED.iter().any(|(name, _)| *name == suite.name)
+    };
+    if engines.contains(&Engine::Ballista) {
+        for (name, why) in BALLISTA_SKIPPED {
+            if suites.iter().any(|s| s.name == name) {
+                println!("skip ballista/* {name}: {why}");
             }
         }
     }
-    for suite in suites.iter().filter(|s| s.run_once) {
-        pairs.push((suite.clone(), None));
+    let mut pairs = vec![];
+    for &engine in &engines {
+        for &policy in &policies {
+            for suite in suites.iter().filter(|s| !skipped(engine, s)) {
+                if !suite.run_once {
+                    pairs.push((suite.clone(), Some(policy), engine));
+                }
+            }
+        }
+        for suite in suites.iter().filter(|s| s.run_once && !skipped(engine, s)) {
+            pairs.push((suite.clone(), None, engine));
+        }
     }
+
+    // One cluster for every Ballista pair; each pair is a session of its own.
+    let ballista = if engines.contains(&Engine::Ballista) {
+        let store = simulated_store(data.path(), options.latency)?;
+        let stores =
+            ObjectStores::new().with_store(ObjectStoreUrl::parse(DATA_URL)?, Arc::new(store));
+        Some(start_standalone_cluster(stores, 2, 2).await?)
+    } else {
+        None
+    };
 
     // Pairs run concurrently (most of their time is simulated latency); lines
     // are printed as pairs finish, failures in pair order at the end.
@@ -468,10 +601,11 @@ async fn run(options: Options) -> Result<bool, BoxError> {
         timeout: options.timeout,
         extra_settings: options.extra_settings.clone(),
         latency: options.latency,
+        ballista,
     });
     let slots = Arc::new(Semaphore::new(options.jobs));
     let mut tasks = JoinSet::new();
-    for (index, (suite, policy)) in pairs.into_iter().enumerate() {
+    for (index, (suite, policy, engine)) in pairs.into_iter().enumerate() {
         let slots = Arc::clone(&slots);
         let shared = Arc::clone(&shared);
         tasks.spawn(async move {
@@ -479,7 +613,7 @@ async fn run(options: Options) -> Result<bool, BoxError> {
                 .acquire_owned()
                 .await
                 .expect("semaphore is never closed");
-            (index, run_pair(shared, suite, policy).await)
+            (index, run_pair(shared, suite, policy, engine).await)
         });
     }
     let mut outcomes = vec![];

@@ -9,6 +9,7 @@
 //!
 //! See `benches/README.md` for every flag and suite.
 
+mod ballista;
 mod clickbench;
 mod first_batch;
 mod peers;
@@ -106,9 +107,29 @@ struct Args {
     /// peers: the Python of the venv `benches/peers/setup.sh` makes.
     #[arg(long, default_value = "/var/tmp/dfprefetch-peers-venv/bin/python")]
     python: PathBuf,
+    /// Where the queries run: `datafusion` (in this process) or `ballista`: a
+    /// scheduler and `--executors` executor processes on loopback
+    /// (`dfprefetch-ballista-scheduler` / `-executor`, built next to this
+    /// binary), each reading the data through its own simulated store with
+    /// `--latency`; results are checked against local DataFusion `off`.
+    #[arg(long, value_enum, default_value = "datafusion")]
+    engine: Engine,
+    /// ballista: executor processes.
+    #[arg(long, default_value_t = 2)]
+    executors: usize,
+    /// ballista: task slots per executor (default: the number of cores).
+    #[arg(long)]
+    executor_vcores: Option<usize>,
     /// peers: seconds one engine run may take before it is stopped.
     #[arg(long, default_value_t = 600)]
     peer_timeout: u64,
+}
+
+/// Where the queries run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Engine {
+    Datafusion,
+    Ballista,
 }
 
 fn store_config(args: &Args) -> Result<(SimulatedStoreConfig, Duration), String> {
@@ -288,14 +309,34 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
     let mut policies: Vec<String> = vec!["off".into()];
     policies.extend(args.policies.iter().filter(|p| *p != "off").cloned());
 
-    let config = RunConfig {
+    let mut config = RunConfig {
         store,
         latency_label: args.latency.clone(),
         partitions: args.partitions.unwrap_or(1),
         settings: prefetch_settings(&args),
+        ballista: None,
     };
+    // Kept until the end of the run: dropping it stops the processes.
+    let mut cluster = None;
+    if args.engine == Engine::Ballista {
+        if args.suite == "peers" || args.bandwidth.is_some() || args.connections.is_some() {
+            return Err("--engine ballista takes neither the peers suite nor --bandwidth / --connections (the executors' stores use --latency's defaults)".into());
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let vcores = args.executor_vcores.unwrap_or(cores);
+        eprintln!(
+            "starting a Ballista scheduler and {} executor(s) of {vcores} task slots",
+            args.executors
+        );
+        let started =
+            ballista::Cluster::start(&suite.data_dir, &args.latency, args.executors, vcores)
+                .await?;
+        config.ballista = Some(started.url.clone());
+        cluster = Some(started);
+    }
 
-    let with_floor = !matches!(store.latency, LatencyModel::None);
+    // Ballista's executors keep their store's latency: no floor runs there.
+    let with_floor = !matches!(store.latency, LatencyModel::None) && cluster.is_none();
     let queries = suite.queries.len() as u64;
     let policy_count = policies.len() as u64;
     let runs = queries * policy_count * (args.iterations as u64 + if with_floor { 2 } else { 0 })
@@ -304,9 +345,28 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
         } else {
             0
         };
+    let runs = runs + if cluster.is_some() { queries } else { 0 };
     let progress = Progress::new(runs);
 
     let mut report = Report::new(suite.clone(), config.clone(), typical_latency);
+    // On Ballista, every run must return what local DataFusion `off` does
+    // (run without latency: only its result is used).
+    if cluster.is_some() {
+        let local = RunConfig {
+            ballista: None,
+            store: SimulatedStoreConfig::none(),
+            latency_label: "none".into(),
+            ..config.clone()
+        };
+        for query in &suite.queries {
+            progress.start(&suite, query, "off", " (local DataFusion, the reference)");
+            let run = (&suite, query, "off");
+            if let Some(m) = run_or_skip(&mut report, &progress, run, 0, &local).await? {
+                progress.println(format!("{} (local DataFusion)", run_line(&m)));
+                report.reference(&query.name, m.rows, m.checksum);
+            }
+        }
+    }
     // The no-latency floor: the best run of any policy per query without any
     // store delay (the first runs also warm the page cache).
     if with_floor {
@@ -390,5 +450,6 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
     if !all_match {
         eprintln!("prefetch-bench: RESULTS DIFFER FROM POLICY off (see matches_off above)");
     }
+    drop(cluster);
     Ok(all_match)
 }

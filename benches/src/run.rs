@@ -11,9 +11,11 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::Result;
+use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::physical_plan::{ExecutionPlan, execute_stream};
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_prefetch::{PrefetchStats, prefetch_stats, prefetching_context};
+use datafusion_prefetch_ballista::{ObjectStores, ballista_prefetching_context};
 use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig, StoreStats};
 use futures::StreamExt;
 use object_store::ObjectStore;
@@ -31,6 +33,10 @@ pub struct RunConfig {
     pub partitions: usize,
     /// `prefetch.*` settings other than the policy, as `(key, value)`.
     pub settings: Vec<(String, String)>,
+    /// The scheduler (`df://…`) when the queries run on Ballista; its
+    /// executors scan through stores of their own, so the store and scan
+    /// statistics of such a run are the client's (table registration only).
+    pub ballista: Option<String>,
 }
 
 /// What one run measured.
@@ -122,12 +128,23 @@ struct Planned {
 }
 
 async fn plan(suite: &Suite, query: &Query, policy: &str, config: &RunConfig) -> Result<Planned> {
-    let ctx = prefetching_context(SessionConfig::new().with_target_partitions(config.partitions));
+    let session = SessionConfig::new().with_target_partitions(config.partitions);
     let local = LocalFileSystem::new_with_prefix(&suite.data_dir)?;
     let store = SimulatedStore::new(local, config.store);
     let store_stats = store.stats();
     let store: Arc<dyn ObjectStore> = Arc::new(store);
-    ctx.register_object_store(&Url::parse("sim://bench").expect("valid url"), store);
+    let ctx = match &config.ballista {
+        None => {
+            let ctx = prefetching_context(session);
+            ctx.register_object_store(&Url::parse("sim://bench").expect("valid url"), store);
+            ctx
+        }
+        Some(scheduler) => {
+            let stores =
+                ObjectStores::new().with_store(ObjectStoreUrl::parse("sim://bench")?, store);
+            ballista_prefetching_context(scheduler, session, &stores).await?
+        }
+    };
     // Only the tables the query names: registering reads every file's footer
     // through the (slow) store.
     for table in suite.tables.iter().filter(|t| mentions(&query.sql, t)) {

@@ -332,6 +332,7 @@ mod tests {
             latency_label: "none".into(),
             partitions: 1,
             settings: vec![],
+            ballista: None,
         };
         for query in &suite.queries {
             let run = |policy| measure(&suite, query, policy, 0, &config);
