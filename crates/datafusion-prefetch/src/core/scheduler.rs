@@ -293,6 +293,8 @@ pub struct ScanCore {
     auto: Option<AutoTuner>,
     /// `auto`: when each partition's decoder was last handed bytes, and how many.
     handed_back: BTreeMap<PartitionId, (Duration, u64)>,
+    /// `auto`: the scan measured a local store (see `auto_remote`).
+    auto_local: bool,
     stats: CoreStats,
 }
 
@@ -316,6 +318,7 @@ impl ScanCore {
             pool_backoff: false,
             auto: (config.policy == PrefetchPolicy::Auto).then(AutoTuner::new),
             handed_back: BTreeMap::new(),
+            auto_local: false,
             stats: CoreStats::default(),
             config,
         }
@@ -326,6 +329,7 @@ impl ScanCore {
     pub fn with_auto_tuner(mut self, tuner: AutoTuner) -> Self {
         if self.auto.is_some() {
             self.auto = Some(tuner);
+            self.note_locality();
         }
         self
     }
@@ -769,7 +773,7 @@ impl ScanCore {
     fn page_granular(&self) -> bool {
         match self.config.policy {
             PrefetchPolicy::Streaming => true,
-            PrefetchPolicy::Auto => self.auto.as_ref().is_some_and(AutoTuner::remote),
+            PrefetchPolicy::Auto => self.auto_remote(),
             _ => false,
         }
     }
@@ -783,7 +787,7 @@ impl ScanCore {
     /// Whether the scan fetches ahead and opens files ahead now.
     fn reads_ahead(&self) -> bool {
         match &self.auto {
-            Some(tuner) => tuner.remote(),
+            Some(_) => self.auto_remote(),
             None => self.config.policy.reads_ahead(),
         }
     }
@@ -798,9 +802,35 @@ impl ScanCore {
     }
 
     /// `auto` on a store it measured local: decoders read exactly as without
-    /// prefetching, and the driver skips the core for their reads.
-    pub fn reads_like_off(&self) -> bool {
-        self.auto.as_ref().is_some_and(|t| !t.remote())
+    /// prefetching, and the driver skips the core for their reads of `file` —
+    /// unless something was fetched ahead for it before the store was
+    /// measured, which is then served as usual rather than fetched again.
+    pub fn reads_like_off(&self, file: FileId) -> bool {
+        self.auto.is_some()
+            && !self.auto_remote()
+            && self
+                .staged
+                .range((file, 0)..=(file, u64::MAX))
+                .next()
+                .is_none()
+    }
+
+    /// `auto`: whether this scan treats its store as remote. Once it has
+    /// measured a local store it stays local for the rest of the scan: reads
+    /// that then queue behind a busy machine are not round trips, and reads
+    /// the decoders made without the core must not be fetched again.
+    fn auto_remote(&self) -> bool {
+        !self.auto_local && self.auto.as_ref().is_some_and(AutoTuner::remote)
+    }
+
+    /// Latch a local measurement for the rest of the scan.
+    fn note_locality(&mut self) {
+        if let Some(tuner) = &self.auto
+            && tuner.has_measured()
+            && !tuner.remote()
+        {
+            self.auto_local = true;
+        }
     }
 
     /// `auto` has timed no request yet: the driver should time one before
@@ -814,6 +844,7 @@ impl ScanCore {
         if let Some(tuner) = self.auto.as_mut() {
             tuner.observe_request(bytes, took);
         }
+        self.note_locality();
     }
 
     /// `auto`: a GET of `bytes` answered its first byte after `first_byte`
@@ -822,6 +853,7 @@ impl ScanCore {
         if let Some(tuner) = self.auto.as_mut() {
             tuner.observe_transfer(bytes, first_byte, took);
         }
+        self.note_locality();
     }
 
     /// `auto`: the decoder of `file` asks for bytes at `at` (time since the
@@ -846,14 +878,19 @@ impl ScanCore {
 
     /// `auto`: what the scan has measured and chose, `None` for other policies.
     pub fn auto_snapshot(&self) -> Option<AutoSnapshot> {
-        self.auto.as_ref().map(AutoTuner::snapshot)
+        let mut snapshot = self.auto.as_ref()?.snapshot();
+        snapshot.remote = self.auto_remote();
+        if !snapshot.remote {
+            snapshot.lead_bytes = 0;
+        }
+        Some(snapshot)
     }
 
     /// The store requests for a decoder's demand read of `ranges`: under
     /// `auto` on a remote store, planned like a background fetch; `None`
     /// (the wrapped reader fetches them, as stock) otherwise.
     pub fn demand_request_plan(&mut self, ranges: &[Range<u64>]) -> Option<RequestPlan> {
-        if !self.auto.as_ref().is_some_and(AutoTuner::remote) {
+        if !self.auto_remote() {
             return None;
         }
         self.request_plan(ranges)

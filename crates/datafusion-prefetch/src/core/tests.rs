@@ -928,3 +928,21 @@ fn chunks_that_start_at_the_same_byte_are_staged_once() {
     core.shutdown();
     assert_eq!(core.stats().staged_bytes, 0);
 }
+
+#[test]
+fn auto_stays_local_for_the_scan_once_it_measured_a_local_store() {
+    // Later reads that queue behind a busy machine are not round trips, and
+    // reads made past the core must not be fetched again by read-ahead.
+    let layout = layout(4, 8 * MIB);
+    let mut core = auto_core(2, 64 * MIB, Some(Duration::from_micros(300)));
+    assert!(core.reads_like_off(0));
+    for _ in 0..32 {
+        core.observe_request(4096, Duration::from_millis(30));
+    }
+    assert!(core.reads_like_off(0));
+    assert!(core.reader_opened(0, 0).is_empty());
+    core.metadata_known(0, Arc::clone(&layout));
+    let plan = core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
+    assert!(fetched(&plan.actions).is_empty());
+    assert!(!core.auto_snapshot().unwrap().remote);
+}

@@ -519,7 +519,7 @@ impl ScanScheduler {
             return Ok(metadata);
         }
         let metadata = reader.get_metadata(options).await?;
-        if !self.core.lock().reads_like_off() {
+        if !self.core.lock().reads_like_off(file) {
             self.metadata_known(file, &self.files[file], &metadata);
         }
         Ok(metadata)
@@ -656,7 +656,7 @@ impl ScanScheduler {
         reader: &mut (dyn AsyncFileReader + Send),
         ranges: Vec<Range<u64>>,
     ) -> parquet::errors::Result<Vec<Bytes>> {
-        if self.core.lock().reads_like_off() {
+        if self.core.lock().reads_like_off(file) {
             return self.read_like_off(file, reader, ranges).await;
         }
         let started = Instant::now();

@@ -122,7 +122,9 @@ async fn many_partitions_and_a_tiny_budget_finish_in_bounded_time_with_offs_answ
                 fetched_ahead += ahead;
             }
             // Under pressure, but reading ahead: otherwise nothing is tested.
-            if policy != PrefetchPolicy::Off && window > 10_000 {
+            // (auto measures this 2 ms store as local and reads like off; the
+            // differential test's 6 ms cases cover it under tiny budgets.)
+            if !matches!(policy, PrefetchPolicy::Off | PrefetchPolicy::Auto) && window > 10_000 {
                 assert!(fetched_ahead > 0, "{setting}: nothing was read ahead");
             }
             let what = format!("{setting}: {ANY_50}");
