@@ -418,9 +418,9 @@ impl ScanCore {
         };
         let slice = match self.config.policy {
             PrefetchPolicy::Auto => {
-                self.page_granular() && self.row_groups_outgrow_the_window(&layout, &columns)
+                self.slices_files() && self.row_groups_outgrow_the_window(&layout, &columns)
             }
-            _ => self.page_granular(),
+            _ => self.slices_files(),
         };
         if slice && layout.pages.is_some() {
             let sizing = SliceSizing {
@@ -465,7 +465,7 @@ impl ScanCore {
     /// pages staged for it are dropped, so the core predicts what the decoder
     /// really asks for.
     pub fn slices_for_reading(&mut self, file: FileId) -> (Option<Arc<SlicePlan>>, Vec<Action>) {
-        if self.page_granular() {
+        if self.slices_files() {
             return (self.slice_plan(file), vec![]);
         }
         if self
@@ -770,18 +770,12 @@ impl ScanCore {
     /// under `streaming`; under `auto` when the store is remote, where slices
     /// let decoding start before a row group has landed (on a local store the
     /// per-slice decoder setup would cost more than it saves).
-    fn page_granular(&self) -> bool {
+    pub fn slices_files(&self) -> bool {
         match self.config.policy {
             PrefetchPolicy::Streaming => true,
             PrefetchPolicy::Auto => self.auto_remote(),
             _ => false,
         }
-    }
-
-    /// Whether files are cut into slices when their offset index is known, as
-    /// far as the scan has measured (`auto`: only on a remote store).
-    pub fn slices_files(&self) -> bool {
-        self.page_granular()
     }
 
     /// Whether the scan fetches ahead and opens files ahead now.

@@ -2,23 +2,16 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_prefetch::{PrefetchOptions, PrefetchingParquetTable, prefetching_context};
 
-use crate::support::{FixtureOptions, fixture, parquet_file};
+use crate::support::{FixtureOptions, fixture, parquet_file, sql_text};
 
 async fn sql_error(ctx: &SessionContext, sql: &str) -> String {
     match ctx.sql(sql).await {
         Ok(df) => df.collect().await.unwrap_err().to_string(),
         Err(e) => e.to_string(),
     }
-}
-
-/// Run `sql` and pretty-print its result.
-async fn sql_text(ctx: &SessionContext, sql: &str) -> String {
-    let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
-    pretty_format_batches(&batches).unwrap().to_string()
 }
 
 async fn show(ctx: &SessionContext, key: &str) -> String {

@@ -225,6 +225,12 @@ impl Fixture {
     }
 }
 
+/// Run `sql` and pretty-print its result.
+pub async fn sql_text(ctx: &SessionContext, sql: &str) -> String {
+    let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    pretty_format_batches(&batches).unwrap().to_string()
+}
+
 /// Wait (bounded) until background tasks have wound down.
 pub async fn settle(stats: &PrefetchStats) {
     for _ in 0..200 {
