@@ -253,17 +253,9 @@ fn prefetch_settings(args: &Args) -> Vec<(String, String)> {
             settings.push((key.to_string(), value.clone()));
         }
     }
-    // The window may never exceed the budget: a budget that grows is set before
-    // the window, one that shrinks below the default window after it.
-    let default_window = datafusion_prefetch::PrefetchOptions::default()
-        .read_ahead_window()
-        .as_u64();
-    let shrinking = args
-        .memory_budget
-        .as_deref()
-        .and_then(|b| b.parse::<datafusion_prefetch::ByteSize>().ok())
-        .is_some_and(|b| b.as_u64() < default_window);
-    settings.sort_by_key(|(k, _)| (k == "memory_budget") == shrinking);
+    // The window may never exceed the budget; with the window left to the
+    // policy by default, any budget can be set first.
+    settings.sort_by_key(|(k, _)| k != "memory_budget");
     settings
 }
 

@@ -12,6 +12,7 @@ use datafusion::physical_expr_common::physical_expr::proto_decode::PhysicalExprD
 use datafusion::physical_expr_common::physical_expr::proto_encode::PhysicalExprEncodeCtx;
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 use datafusion_prefetch::PrefetchingParquetSource;
+use datafusion_prefetch::core::StoreProfiles;
 use datafusion_proto::physical_plan::{
     PhysicalExtensionCodec, PhysicalPlanNodeExt, PhysicalProtoConverterExtension,
 };
@@ -60,9 +61,14 @@ struct Setting {
 /// `SessionConfigExt::with_ballista_physical_extension_codec`, and on the
 /// scheduler and every executor as their physical codec (the setups in
 /// [`crate::session`] do all three).
+///
+/// The scans one codec decodes share `auto`'s store measurements
+/// ([`StoreProfiles`]): an executor's tasks after its first start from the
+/// round trip and bandwidth measured before, with no probe.
 #[derive(Debug, Clone)]
 pub struct PrefetchPhysicalCodec {
     inner: Arc<dyn PhysicalExtensionCodec>,
+    profiles: Arc<StoreProfiles>,
 }
 
 impl Default for PrefetchPhysicalCodec {
@@ -74,7 +80,10 @@ impl Default for PrefetchPhysicalCodec {
 impl PrefetchPhysicalCodec {
     /// Prefetching scans, and `inner` for everything else.
     pub fn new(inner: Arc<dyn PhysicalExtensionCodec>) -> Self {
-        Self { inner }
+        Self {
+            inner,
+            profiles: Arc::default(),
+        }
     }
 
     /// The codec every other node goes to.
@@ -135,6 +144,7 @@ impl PhysicalExtensionCodec for PrefetchPhysicalCodec {
         // footers go through its cache.
         let source = PrefetchingParquetSource::new(parquet.clone(), options)
             .with_runtime(ctx.runtime_env().as_ref())
+            .with_store_profiles(Arc::clone(&self.profiles))
             .with_work_stealing(
                 ctx.session_config()
                     .options()

@@ -33,7 +33,7 @@ use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 
 use crate::codec::PrefetchPhysicalCodec;
 use crate::settings::{into_prefetch_options, with_received_prefetch_options};
-use crate::stores::ObjectStores;
+use crate::stores::{ObjectStores, SharedRuntime};
 
 fn ballista_error(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
     DataFusionError::External(Box::new(e))
@@ -52,6 +52,8 @@ fn without_work_stealing(mut config: SessionConfig) -> SessionConfig {
 }
 
 /// The physical codec of every process: prefetching scans, then Ballista's.
+/// One codec per process, so an executor's scans share what `auto` measured
+/// of each store.
 pub fn physical_codec() -> Arc<dyn PhysicalExtensionCodec> {
     Arc::new(PrefetchPhysicalCodec::default())
 }
@@ -102,19 +104,26 @@ impl QueryPlanner for PrefetchQueryPlanner {
 /// Parquet scan made prefetching (the scheduler plans the physical plan, with
 /// or without Ballista's adaptive planner).
 pub fn session_builder(stores: ObjectStores) -> SessionBuilder {
+    // One runtime for every session the scheduler plans, so it lists and
+    // reads a table's footers once rather than once per client session.
+    let runtime = SharedRuntime::new(stores);
     Arc::new(move |config: SessionConfig| {
         let config = without_work_stealing(into_prefetch_options(config));
         let state = SessionStateBuilder::new_from_existing(default_session_builder(config)?)
-            .with_runtime_env(stores.runtime()?)
+            .with_runtime_env(runtime.get()?)
             .with_query_planner(Arc::new(PrefetchQueryPlanner))
             .build();
         Ok(enable_prefetch(state))
     })
 }
 
-/// The executors' runtime producer: a runtime with `stores` registered.
+/// The executors' runtime producer: one runtime per executor process, with
+/// `stores` registered, shared by its tasks — so a footer one task read is in
+/// the metadata cache for the next (Ballista's default builds a runtime, and
+/// so an empty cache, per task).
 pub fn runtime_producer(stores: ObjectStores) -> RuntimeProducer {
-    Arc::new(move |_: &SessionConfig| stores.runtime())
+    let runtime = SharedRuntime::new(stores);
+    Arc::new(move |_: &SessionConfig| runtime.get())
 }
 
 /// A scheduler configuration whose config producer, session builder and

@@ -52,6 +52,7 @@ impl ExtensionOptions for ReceivedPrefetchOptions {
         // The value alone must be one `SET` accepts (the window and the budget
         // checked against an equal partner)...
         let partner = match key {
+            _ if value.trim().eq_ignore_ascii_case("auto") => None,
             "read_ahead_window" => Some(("memory_budget", value)),
             "memory_budget" => Some(("read_ahead_window", value)),
             _ => None,
@@ -173,7 +174,7 @@ mod tests {
             let expected = options_from_pairs(pairs).unwrap();
             assert_eq!(options, &expected);
             let window = pairs.iter().find(|p| p.0 == "read_ahead_window").unwrap();
-            assert_eq!(options.read_ahead_window().to_string(), window.1);
+            assert_eq!(options.read_ahead_window().unwrap().to_string(), window.1);
         }
     }
 
@@ -188,7 +189,7 @@ mod tests {
         // A window above the budget is not taken, whatever the order.
         received.set("memory_budget", "8MiB").unwrap();
         received.set("read_ahead_window", "16MiB").unwrap();
-        assert_eq!(received.options().read_ahead_window().to_string(), "64MiB");
+        assert_eq!(received.options().read_ahead_window(), None);
         assert_eq!(received.options().policy(), PrefetchPolicy::Batched);
     }
 
@@ -228,6 +229,6 @@ mod tests {
             .extensions
             .get::<PrefetchOptions>()
             .unwrap();
-        assert_eq!(options.read_ahead_window().to_string(), "300MiB");
+        assert_eq!(options.read_ahead_window().unwrap().to_string(), "300MiB");
     }
 }

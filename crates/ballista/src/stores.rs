@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::object_store::ObjectStoreUrl;
@@ -99,6 +99,34 @@ impl ObjectStores {
     }
 }
 
+/// One runtime over `stores`, built on first use and shared from then on: a
+/// process's sessions (scheduler) or tasks (executor) then share its footer
+/// and listing caches and memory pool, as the sessions of one DataFusion
+/// process share a runtime.
+pub(crate) struct SharedRuntime {
+    stores: ObjectStores,
+    runtime: Mutex<Option<Arc<RuntimeEnv>>>,
+}
+
+impl SharedRuntime {
+    pub(crate) fn new(stores: ObjectStores) -> Self {
+        Self {
+            stores,
+            runtime: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn get(&self) -> Result<Arc<RuntimeEnv>> {
+        let mut runtime = self.runtime.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(runtime) = runtime.as_ref() {
+            return Ok(Arc::clone(runtime));
+        }
+        let built = self.stores.runtime()?;
+        *runtime = Some(Arc::clone(&built));
+        Ok(built)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,5 +141,12 @@ mod tests {
         assert!(err.to_string().contains("expected URL=DIR"), "{err}");
         let err = ObjectStores::from_specs(&[], "sometimes").unwrap_err();
         assert!(err.to_string().contains("--latency"), "{err}");
+    }
+
+    #[test]
+    fn a_shared_runtime_is_built_once() {
+        let shared = SharedRuntime::new(ObjectStores::new());
+        let first = shared.get().unwrap();
+        assert!(Arc::ptr_eq(&first, &shared.get().unwrap()));
     }
 }

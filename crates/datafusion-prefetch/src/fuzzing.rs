@@ -200,11 +200,14 @@ fn drive(input: &mut Input, layouts: Vec<Arc<FileLayout>>) {
     };
     let window = 1 + input.size(17);
     let budget = window + input.size(17);
+    // Above the window, as when `auto` is left to size its own lead.
+    let auto_stream_limit = window.max(budget / 2);
     let config = CoreConfig {
         policy,
         read_ahead_window: window,
         memory_budget: budget,
         file_open_depth: input.upto(3) as usize,
+        auto_stream_limit,
         eager_first_read_cap: input.size(17),
         slice_target_bytes: 1 + input.size(16),
         slice_min_column_bytes: input.size(12),
@@ -334,10 +337,14 @@ fn drive(input: &mut Input, layouts: Vec<Arc<FileLayout>>) {
         let stats = core.stats();
         assert!(stats.staged_bytes <= budget, "{stats:?} over {budget}");
         assert!(stats.peak_staged_bytes <= budget);
+        let stream_limit = match policy {
+            PrefetchPolicy::Auto => auto_stream_limit,
+            _ => window,
+        };
         for (partition, staged) in core.partition_staged() {
             assert!(
-                staged <= window,
-                "partition {partition}: {staged} > {window}"
+                staged <= stream_limit,
+                "partition {partition}: {staged} > {stream_limit}"
             );
         }
     }

@@ -32,7 +32,10 @@ use datafusion_datasource_parquet::{
 use object_store::ObjectStore;
 use parking_lot::Mutex;
 
-use crate::config::{PrefetchOptions, PrefetchPolicy};
+use crate::config::{
+    AUTO_MAX_FILE_OPEN_DEPTH, FIXED_POLICY_FILE_OPEN_DEPTH, FIXED_POLICY_WINDOW, PrefetchOptions,
+    PrefetchPolicy,
+};
 use crate::core::{CoreConfig, FileId, MIN_COLUMN_SLICE_BYTES, ScanCore, StoreProfiles};
 use crate::io::{
     ObservedMorselizer, PrefetchingReaderFactory, ScanScheduler, SchedulerParts, SlicingMorselizer,
@@ -204,17 +207,19 @@ impl PrefetchingParquetSource {
                 .map(|g| g.iter().filter_map(id_of).collect())
                 .collect()
         };
-        let window = self.options.read_ahead_window().as_u64();
         let budget = pool_bounded_budget(
             self.options.memory_budget().as_u64(),
             self.memory_pool.as_deref(),
         );
+        let limits = StreamLimits::new(&self.options, budget, order.len());
+        let window = limits.window;
         let core = ScanCore::new(
             CoreConfig {
                 policy: self.options.policy(),
                 read_ahead_window: window,
                 memory_budget: budget,
-                file_open_depth: self.options.file_open_depth(),
+                file_open_depth: limits.file_open_depth,
+                auto_stream_limit: limits.auto_stream_limit,
                 eager_first_read_cap: self.options.eager_first_read_cap().as_u64(),
                 slice_target_bytes: CoreConfig::default_slice_target(window, budget),
                 // Small windows (tests, tight budgets) still slice narrow scans.
@@ -396,9 +401,11 @@ impl FileSource for PrefetchingParquetSource {
         let settings = format!(
             "prefetch={}(read_ahead_window={}, memory_budget={}, file_open_depth={}, eager_first_read_cap={}, request_timeout={})",
             o.policy(),
-            o.read_ahead_window(),
+            o.read_ahead_window()
+                .map_or_else(|| "auto".to_string(), |w| w.to_string()),
             o.memory_budget(),
-            o.file_open_depth(),
+            o.file_open_depth()
+                .map_or_else(|| "auto".to_string(), |d| d.to_string()),
             o.eager_first_read_cap(),
             o.request_timeout()
         );
@@ -490,5 +497,92 @@ fn pool_bounded_budget(budget: u64, pool: Option<&dyn MemoryPool>) -> u64 {
     match pool.map(|p| p.memory_limit()) {
         Some(MemoryLimit::Finite(limit)) => budget.min((limit as u64 / POOL_SHARE_DIVISOR).max(1)),
         _ => budget,
+    }
+}
+
+/// What one stream of a scan may stage and how many files it opens ahead,
+/// from the settings (`auto` where left to the policy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct StreamLimits {
+    /// The window: what a stream of a fixed policy stages, and what slices
+    /// are sized by.
+    window: u64,
+    /// The ceiling of `auto`'s measured lead.
+    auto_stream_limit: u64,
+    /// Files opened ahead (under `auto`, the most it opens).
+    file_open_depth: usize,
+}
+
+impl StreamLimits {
+    fn new(options: &PrefetchOptions, budget: u64, streams: usize) -> Self {
+        let fixed_window = FIXED_POLICY_WINDOW.as_u64().min(budget);
+        let window = options
+            .read_ahead_window()
+            .map_or(fixed_window, |w| w.as_u64());
+        // Left to `auto`, a stream's lead may take its share of the budget —
+        // a lone stream all of it — but never less than the fixed window.
+        let auto_stream_limit = match (options.read_ahead_window(), options.policy()) {
+            (None, PrefetchPolicy::Auto) => (budget / streams.max(1) as u64).max(fixed_window),
+            _ => window,
+        };
+        let file_open_depth = match (options.file_open_depth(), options.policy()) {
+            (Some(depth), _) => depth,
+            (None, PrefetchPolicy::Auto) => AUTO_MAX_FILE_OPEN_DEPTH,
+            (None, _) => FIXED_POLICY_FILE_OPEN_DEPTH,
+        };
+        Self {
+            window,
+            auto_stream_limit,
+            file_open_depth,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn options(policy: &str, settings: &[(&str, &str)]) -> PrefetchOptions {
+        let mut options = PrefetchOptions::default();
+        options.set_key("policy", policy).unwrap();
+        for (key, value) in settings {
+            options.set_key(key, value).unwrap();
+        }
+        options
+    }
+
+    #[test]
+    fn fixed_policies_left_to_auto_get_the_measured_defaults() {
+        let limits = StreamLimits::new(&options("pipelined", &[]), 256 * MIB, 1);
+        assert_eq!(limits.window, 64 * MIB);
+        assert_eq!(limits.auto_stream_limit, 64 * MIB);
+        assert_eq!(limits.file_open_depth, 8);
+        // A budget under the fixed window bounds it.
+        let limits = StreamLimits::new(&options("streaming", &[]), 16 * MIB, 1);
+        assert_eq!(limits.window, 16 * MIB);
+    }
+
+    #[test]
+    fn auto_left_to_itself_may_lead_by_its_share_of_the_budget() {
+        let limits = StreamLimits::new(&options("auto", &[]), 256 * MIB, 1);
+        assert_eq!(limits.window, 64 * MIB, "slices are sized as before");
+        assert_eq!(limits.auto_stream_limit, 256 * MIB);
+        assert_eq!(limits.file_open_depth, AUTO_MAX_FILE_OPEN_DEPTH);
+        let limits = StreamLimits::new(&options("auto", &[]), 256 * MIB, 2);
+        assert_eq!(limits.auto_stream_limit, 128 * MIB);
+        // Never less than a fixed policy's window.
+        let limits = StreamLimits::new(&options("auto", &[]), 256 * MIB, 16);
+        assert_eq!(limits.auto_stream_limit, 64 * MIB);
+    }
+
+    #[test]
+    fn settings_the_user_made_bound_auto_too() {
+        let set = [("read_ahead_window", "32MiB"), ("file_open_depth", "3")];
+        let limits = StreamLimits::new(&options("auto", &set), 256 * MIB, 1);
+        assert_eq!(limits.window, 32 * MIB);
+        assert_eq!(limits.auto_stream_limit, 32 * MIB);
+        assert_eq!(limits.file_open_depth, 3);
     }
 }

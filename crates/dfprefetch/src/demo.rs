@@ -42,8 +42,8 @@ const MEMORY_BUDGET_MIB: u64 = 256;
 /// The auto arm's settings, in an order each `SET` validates in.
 const DEFAULT_ARM: [(&str, &str); 3] = [
     ("memory_budget", "256MiB"),
-    ("read_ahead_window", "64MiB"),
-    ("file_open_depth", "8"),
+    ("read_ahead_window", "auto"),
+    ("file_open_depth", "auto"),
 ];
 /// The values of `category`.
 const CATEGORIES: [&str; 8] = [
@@ -431,22 +431,22 @@ fn print_header(args: &DemoArgs, dataset: &Dataset, partitions: usize) {
          with them):"
     );
     println!(
-        "    read_ahead_window = 64MiB  how far one partition's stream may fetch ahead of its \
-         decoder, ~{:.0} row groups here: at {} per request a row group decodes in much less than \
-         a round trip, so many must be in flight for the decoder never to wait",
-        64.0 / (mib / row_groups as f64).max(0.001),
+        "    read_ahead_window = auto   how far one partition's stream may fetch ahead of its \
+         decoder: auto keeps about what its decoder consumes in two round trips plus one 8 MiB \
+         transfer (measured), up to the partition's share of the budget; a row group here is \
+         ~{:.1} MiB and at {} per request decodes in much less than a round trip, so many must be \
+         in flight for the decoder never to wait",
+        mib / row_groups as f64,
         args.latency
     );
     println!(
-        "    file_open_depth = 8        footers of the next 8 files are read (and their first row \
-         groups fetched) while the current file decodes, hiding the per-file round trips; \
-         {FILES} files over {partitions} partitions"
+        "    file_open_depth = auto     footers of as many upcoming files as that lead covers \
+         (8 to 64) are read, and their first row groups fetched, while the current file \
+         decodes, hiding the per-file round trips; {FILES} files over {partitions} partitions"
     );
     println!(
         "    memory_budget = 256MiB     hard cap on bytes staged by one scan across all its \
-         partitions (the window x {partitions} partitions is {} MiB); the peak is checked \
-         against it below",
-        64 * partitions
+         partitions; the peak is checked against it below"
     );
 }
 

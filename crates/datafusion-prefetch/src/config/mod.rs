@@ -5,5 +5,8 @@ mod options;
 mod timeout;
 
 pub use byte_size::{ByteSize, ByteSizeError};
-pub use options::{MAX_FILE_OPEN_DEPTH, PrefetchOptions, PrefetchPolicy};
+pub use options::{
+    AUTO_MAX_FILE_OPEN_DEPTH, FIXED_POLICY_FILE_OPEN_DEPTH, FIXED_POLICY_WINDOW,
+    MAX_FILE_OPEN_DEPTH, PrefetchOptions, PrefetchPolicy,
+};
 pub use timeout::RequestTimeout;

@@ -32,8 +32,9 @@ pub enum PrefetchPolicy {
     /// (round trip under 5 ms) it reads exactly like `off`. On a remote one it
     /// reads files with an offset index slice by slice and others row group by
     /// row group, keeps as many bytes ahead as the decoder consumes while a
-    /// request is answered (within the window and budget), and merges or
-    /// splits requests by the measured round trip and bandwidth.
+    /// request is answered (within the budget, and the window and file-open
+    /// depth when they are set), and merges or splits requests by the
+    /// measured round trip and bandwidth.
     #[default]
     Auto,
 }
@@ -100,14 +101,14 @@ impl FromStr for PrefetchPolicy {
 ///
 /// ```
 /// use datafusion::prelude::SessionConfig;
-/// use datafusion_prefetch::{PrefetchOptions, PrefetchPolicy};
+/// use datafusion_prefetch::{ByteSize, PrefetchOptions, PrefetchPolicy};
 ///
 /// let mut config = SessionConfig::new().with_option_extension(PrefetchOptions::default());
 /// config.options_mut().set("prefetch.policy", "batched").unwrap();
 /// config.options_mut().set("prefetch.read_ahead_window", "8MiB").unwrap();
 /// let options = config.options().extensions.get::<PrefetchOptions>().unwrap();
 /// assert_eq!(options.policy(), PrefetchPolicy::Batched);
-/// assert_eq!(options.read_ahead_window().as_u64(), 8 << 20);
+/// assert_eq!(options.read_ahead_window(), Some(ByteSize::mib(8)));
 ///
 /// let err = config.options_mut().set("prefetch.policy", "bogus").unwrap_err();
 /// assert!(err.to_string().contains("off, batched, pipelined, streaming, auto"));
@@ -115,9 +116,11 @@ impl FromStr for PrefetchPolicy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrefetchOptions {
     policy: PrefetchPolicy,
-    read_ahead_window: ByteSize,
+    /// `None`: `auto` (see [`PrefetchOptions::read_ahead_window`]).
+    read_ahead_window: Option<ByteSize>,
     memory_budget: ByteSize,
-    file_open_depth: usize,
+    /// `None`: `auto` (see [`PrefetchOptions::file_open_depth`]).
+    file_open_depth: Option<usize>,
     eager_first_read_cap: ByteSize,
     request_timeout: RequestTimeout,
 }
@@ -126,14 +129,30 @@ pub struct PrefetchOptions {
 /// memory, and no store benefits from thousands of speculative opens.
 pub const MAX_FILE_OPEN_DEPTH: usize = 256;
 
+/// The read-ahead window of `batched`, `pipelined` and `streaming` when
+/// `prefetch.read_ahead_window` is `auto`: measured on the `cross_file`
+/// workload (see `docs/configuration.md`).
+pub const FIXED_POLICY_WINDOW: ByteSize = ByteSize::mib(64);
+
+/// The file-open depth of `pipelined` and `streaming` when
+/// `prefetch.file_open_depth` is `auto`, and the least the `auto` policy opens.
+pub const FIXED_POLICY_FILE_OPEN_DEPTH: usize = 8;
+
+/// The most files the `auto` policy opens ahead when `prefetch.file_open_depth`
+/// is `auto`: it opens as many as its measured lead covers, up to this.
+pub const AUTO_MAX_FILE_OPEN_DEPTH: usize = 64;
+
+/// The value that leaves the window or the file-open depth to the policy.
+const AUTO: &str = "auto";
+
 impl Default for PrefetchOptions {
     /// Defaults measured on the `cross_file` workload (see `docs/configuration.md`).
     fn default() -> Self {
         Self {
             policy: PrefetchPolicy::default(),
-            read_ahead_window: ByteSize::mib(64),
+            read_ahead_window: None,
             memory_budget: ByteSize::mib(256),
-            file_open_depth: 8,
+            file_open_depth: None,
             eager_first_read_cap: ByteSize::mib(16),
             request_timeout: RequestTimeout::OFF,
         }
@@ -153,7 +172,7 @@ const KEYS: [Key; 6] = [
     },
     Key {
         name: "read_ahead_window",
-        description: "Bytes one scan stream may hold fetched ahead of its decoder (e.g. 64MiB)",
+        description: "Bytes one scan stream may hold fetched ahead of its decoder (e.g. 64MiB), or auto: 64MiB under batched, pipelined and streaming; under the auto policy its measured lead, up to the stream's share of the budget",
     },
     Key {
         name: "memory_budget",
@@ -161,7 +180,7 @@ const KEYS: [Key; 6] = [
     },
     Key {
         name: "file_open_depth",
-        description: "How many upcoming files get their footer fetched ahead (0 disables cross-file read-ahead)",
+        description: "How many upcoming files get their footer fetched ahead (0 disables cross-file read-ahead), or auto: 8 under pipelined and streaming; under the auto policy as many as its measured lead covers (8 to 64)",
     },
     Key {
         name: "eager_first_read_cap",
@@ -179,8 +198,12 @@ impl PrefetchOptions {
         self.policy
     }
 
-    /// Bytes one scan stream may hold fetched ahead of its decoder.
-    pub fn read_ahead_window(&self) -> ByteSize {
+    /// Bytes one scan stream may hold fetched ahead of its decoder; `None`
+    /// (`auto`, the default) leaves it to the policy: [`FIXED_POLICY_WINDOW`]
+    /// (at most the budget) under `batched`, `pipelined` and `streaming`; under
+    /// `auto`, whatever its measured lead asks, up to the stream's share of the
+    /// budget (and never less than the fixed policies get).
+    pub fn read_ahead_window(&self) -> Option<ByteSize> {
         self.read_ahead_window
     }
 
@@ -189,8 +212,12 @@ impl PrefetchOptions {
         self.memory_budget
     }
 
-    /// How many upcoming files are opened ahead.
-    pub fn file_open_depth(&self) -> usize {
+    /// How many upcoming files are opened ahead; `None` (`auto`, the default)
+    /// leaves it to the policy: [`FIXED_POLICY_FILE_OPEN_DEPTH`] under
+    /// `pipelined` and `streaming`; under `auto`, as many as its measured lead
+    /// covers, from [`FIXED_POLICY_FILE_OPEN_DEPTH`] to
+    /// [`AUTO_MAX_FILE_OPEN_DEPTH`]. When set, `auto` opens at most this many.
+    pub fn file_open_depth(&self) -> Option<usize> {
         self.file_open_depth
     }
 
@@ -221,19 +248,25 @@ impl PrefetchOptions {
         match key {
             "policy" => next.policy = value.parse()?,
             "read_ahead_window" => {
-                next.read_ahead_window = parse_nonzero_size(key, value)?;
+                next.read_ahead_window = if value.eq_ignore_ascii_case(AUTO) {
+                    None
+                } else {
+                    Some(parse_nonzero_size(key, value)?)
+                };
             }
             "memory_budget" => next.memory_budget = parse_nonzero_size(key, value)?,
+            "file_open_depth" if value.eq_ignore_ascii_case(AUTO) => next.file_open_depth = None,
             "file_open_depth" => {
-                next.file_open_depth = value
+                let depth = value
                     .parse::<usize>()
                     .ok()
                     .filter(|d| *d <= MAX_FILE_OPEN_DEPTH)
                     .ok_or_else(|| {
                         config_error(format!(
-                            "invalid value '{value}' for prefetch.file_open_depth: expected a whole number from 0 to {MAX_FILE_OPEN_DEPTH}"
+                            "invalid value '{value}' for prefetch.file_open_depth: expected auto or a whole number from 0 to {MAX_FILE_OPEN_DEPTH}"
                         ))
                     })?;
+                next.file_open_depth = Some(depth);
             }
             "eager_first_read_cap" => {
                 next.eager_first_read_cap = parse_size(key, value)?;
@@ -257,11 +290,13 @@ impl PrefetchOptions {
 
     /// Check the rules that relate settings to each other.
     pub fn validate(&self) -> Result<()> {
-        if self.read_ahead_window > self.memory_budget {
+        if let Some(window) = self.read_ahead_window
+            && window > self.memory_budget
+        {
             return Err(config_error(format!(
-                "prefetch.read_ahead_window ({}) must not exceed prefetch.memory_budget ({}); \
+                "prefetch.read_ahead_window ({window}) must not exceed prefetch.memory_budget ({}); \
                  raise the budget first or choose a smaller window",
-                self.read_ahead_window, self.memory_budget
+                self.memory_budget
             )));
         }
         Ok(())
@@ -279,7 +314,7 @@ impl PrefetchOptions {
         read_ahead_window: ByteSize,
         memory_budget: ByteSize,
     ) -> Result<Self> {
-        self.read_ahead_window = read_ahead_window;
+        self.read_ahead_window = Some(read_ahead_window);
         self.memory_budget = memory_budget;
         for (key, size) in [
             ("read_ahead_window", read_ahead_window),
@@ -308,9 +343,13 @@ impl PrefetchOptions {
     fn value_of(&self, key: &str) -> String {
         match key {
             "policy" => self.policy.to_string(),
-            "read_ahead_window" => self.read_ahead_window.to_string(),
+            "read_ahead_window" => self
+                .read_ahead_window
+                .map_or_else(|| AUTO.to_string(), |w| w.to_string()),
             "memory_budget" => self.memory_budget.to_string(),
-            "file_open_depth" => self.file_open_depth.to_string(),
+            "file_open_depth" => self
+                .file_open_depth
+                .map_or_else(|| AUTO.to_string(), |d| d.to_string()),
             "eager_first_read_cap" => self.eager_first_read_cap.to_string(),
             "request_timeout" => self.request_timeout.to_string(),
             _ => unreachable!("every key in KEYS has a value"),
@@ -386,7 +425,9 @@ mod tests {
             ("policy", "batched"),
             ("memory_budget", "1GiB"),
             ("read_ahead_window", "64MiB"),
+            ("read_ahead_window", "auto"),
             ("file_open_depth", "8"),
+            ("file_open_depth", "auto"),
             ("eager_first_read_cap", "0"),
             ("request_timeout", "30s"),
             ("request_timeout", "250ms"),
@@ -414,8 +455,8 @@ mod tests {
             ("read_ahead_window", "0", "at least 1 byte"),
             ("memory_budget", "lots", "prefetch.memory_budget"),
             (
-                "memory_budget",
-                "1MiB",
+                "read_ahead_window",
+                "1GiB",
                 "must not exceed prefetch.memory_budget",
             ),
             ("file_open_depth", "-2", "prefetch.file_open_depth"),
@@ -440,9 +481,15 @@ mod tests {
     #[test]
     fn window_larger_than_budget_is_refused_in_either_order() {
         let mut options = PrefetchOptions::default();
+        // With the window left to the policy, any budget goes.
+        options.set_key("memory_budget", "1MiB").unwrap();
+        options.set_key("memory_budget", "256MiB").unwrap();
         assert!(options.set_key("read_ahead_window", "1GiB").is_err());
         options.set_key("memory_budget", "2GiB").unwrap();
         options.set_key("read_ahead_window", "1GiB").unwrap();
         assert!(options.set_key("memory_budget", "512MiB").is_err());
+        options.set_key("read_ahead_window", "AUTO").unwrap();
+        options.set_key("memory_budget", "512MiB").unwrap();
+        assert_eq!(options.read_ahead_window(), None);
     }
 }

@@ -19,7 +19,7 @@ use super::auto::{AutoSnapshot, AutoTuner};
 use super::layout::FileLayout;
 use super::requests::{RequestPlan, plan_requests};
 use super::slices::{SlicePlan, SliceSizing, plan_slices};
-use crate::config::PrefetchPolicy;
+use crate::config::{FIXED_POLICY_FILE_OPEN_DEPTH, PrefetchPolicy};
 
 /// Index of a scan unit (a file, or a byte range of one) in the scan's file list.
 pub type FileId = usize;
@@ -39,8 +39,13 @@ pub struct CoreConfig {
     pub read_ahead_window: u64,
     /// Bytes staged across all partitions of the scan.
     pub memory_budget: u64,
-    /// How many upcoming files are opened ahead.
+    /// How many upcoming files are opened ahead; under `auto`, the most it
+    /// opens (it opens as many as its lead covers).
     pub file_open_depth: usize,
+    /// `auto`: the most one stream may keep staged however far its measured
+    /// lead reaches (the window when the user set one, else the stream's share
+    /// of the budget). The other policies stage up to `read_ahead_window`.
+    pub auto_stream_limit: u64,
     /// Bytes of an upcoming file's leading row groups fetched before it is opened.
     pub eager_first_read_cap: u64,
     /// `streaming`: about how many bytes of the projected columns one slice reads.
@@ -660,7 +665,7 @@ impl ScanCore {
             let partition_staged = self.partition_staged.get(&partition).copied().unwrap_or(0);
             if self.staged.contains_key(&(file, range.start))
                 || self.stats.staged_bytes + len > self.config.memory_budget
-                || partition_staged + len > self.config.read_ahead_window
+                || partition_staged + len > self.stream_limit()
             {
                 continue;
             }
@@ -790,9 +795,57 @@ impl ScanCore {
     /// lead, the window for the other policies.
     fn lead_limit(&self) -> u64 {
         match &self.auto {
-            Some(tuner) => tuner.lead_bytes().min(self.config.read_ahead_window),
+            Some(tuner) => tuner.lead_bytes().min(self.stream_limit()),
             None => u64::MAX,
         }
+    }
+
+    /// Bytes one partition may hold staged: `auto`'s ceiling, the window for
+    /// the other policies. (Slices are still sized by the window.)
+    fn stream_limit(&self) -> u64 {
+        match &self.auto {
+            Some(_) => self.config.auto_stream_limit,
+            None => self.config.read_ahead_window,
+        }
+    }
+
+    /// How many upcoming files to open ahead of `file`: the configured depth,
+    /// or under `auto` as many as its lead covers at the size of the files
+    /// seen so far, from the fixed policies' depth up to the configured one.
+    fn open_depth(&self, file: FileId) -> usize {
+        let cap = self.config.file_open_depth;
+        if self.auto.is_none() {
+            return cap;
+        }
+        let least = FIXED_POLICY_FILE_OPEN_DEPTH.min(cap);
+        let per_file = self
+            .bytes_per_file(file)
+            .unwrap_or(self.config.eager_first_read_cap)
+            .max(1);
+        let wanted = self.lead_limit().div_ceil(per_file);
+        usize::try_from(wanted)
+            .unwrap_or(usize::MAX)
+            .clamp(least, cap)
+    }
+
+    /// What the decoder reads of `file` (its footer known), or else of the
+    /// first file whose footer is: the projected bytes of its scanned row
+    /// groups, at most what an upcoming file gets read eagerly.
+    fn bytes_per_file(&self, file: FileId) -> Option<u64> {
+        let known = std::iter::once(file)
+            .chain(0..self.files.len())
+            .find_map(|f| self.files[f].layout.as_ref())?;
+        let columns = match &self.projection {
+            Some(roots) => known.leaves_of(roots),
+            None => (0..known.column_paths.len()).collect(),
+        };
+        let bytes: u64 = known
+            .scanned_row_groups
+            .iter()
+            .flat_map(|&rg| columns.iter().filter_map(move |&c| known.chunk(rg, c)))
+            .map(|r| r.end - r.start)
+            .sum();
+        Some(bytes.min(self.config.eager_first_read_cap.max(1)))
     }
 
     /// `auto` on a store it measured local: decoders read exactly as without
@@ -949,7 +1002,7 @@ impl ScanCore {
             .iter()
             .copied()
             .filter(|f| !self.files[*f].ever_opened)
-            .take(self.config.file_open_depth)
+            .take(self.open_depth(file))
             .collect();
         let mut actions = vec![];
         for next in upcoming {
@@ -1178,7 +1231,8 @@ impl ScanCore {
     /// partition's read-ahead, so it is read alone.
     fn admit(&mut self, candidates: Vec<Candidate>, single_fetch: bool) -> Vec<Action> {
         let mut fetches: Vec<(FetchId, FileId, usize, Vec<Range<u64>>)> = vec![];
-        let limit = self.config.read_ahead_window.min(self.config.memory_budget);
+        let stream_limit = self.stream_limit();
+        let limit = stream_limit.min(self.config.memory_budget);
         // A slice is admitted whole when it can ever fit, so it is one request.
         let mut slice_bytes: BTreeMap<(FileId, usize), u64> = BTreeMap::new();
         for c in candidates.iter().filter(|c| c.last_slice.is_some()) {
@@ -1235,8 +1289,8 @@ impl ScanCore {
             // the file being decoded always has room to read ahead.
             if (candidate_eager
                 && last_slice.is_some()
-                && partition_staged + wanted > self.config.read_ahead_window / 2)
-                || partition_staged + wanted > self.config.read_ahead_window
+                && partition_staged + wanted > stream_limit / 2)
+                || partition_staged + wanted > stream_limit
                 // `auto` keeps only its measured lead ahead, but always the
                 // next unit: a stream with nothing staged would otherwise
                 // wait a round trip per unit.

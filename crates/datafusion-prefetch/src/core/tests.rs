@@ -64,6 +64,7 @@ fn config(policy: PrefetchPolicy, window: u64, budget: u64) -> CoreConfig {
         read_ahead_window: window,
         memory_budget: budget,
         file_open_depth: 2,
+        auto_stream_limit: window,
         eager_first_read_cap: 16 * MIB,
         slice_target_bytes: CoreConfig::default_slice_target(window, budget),
         slice_min_column_bytes: 0,
@@ -945,4 +946,43 @@ fn auto_stays_local_for_the_scan_once_it_measured_a_local_store() {
     let plan = core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
     assert!(fetched(&plan.actions).is_empty());
     assert!(!core.auto_snapshot().unwrap().remote);
+}
+
+#[test]
+fn auto_opens_as_many_files_ahead_as_its_lead_covers() {
+    // 40 files of one 9 MiB row group, 100 ms per request, a decoder timed at
+    // 1 GB/s: lead 1 GB/s x (2 x 100 ms + 80 ms) x 2, far beyond 256 MiB.
+    let file = layout(1, 8 * MIB);
+    let run = |stream_limit: u64, depth_cap: usize| {
+        let mut config = config(PrefetchPolicy::Auto, 64 * MIB, 256 * MIB);
+        config.auto_stream_limit = stream_limit;
+        config.file_open_depth = depth_cap;
+        let mut core = ScanCore::new(config, 40, vec![(0..40).collect()]);
+        for _ in 0..4 {
+            core.observe_request(4096, Duration::from_millis(100));
+        }
+        let mut opened = opened_ahead(&core.reader_opened(0, 0));
+        core.metadata_known(0, Arc::clone(&file));
+        core.plan_read(0, &[file.chunk(0, 0).unwrap(), file.chunk(0, 1).unwrap()]);
+        decode(&mut core, 0, 9 * MIB, 1e9, Duration::ZERO);
+        opened.extend(opened_ahead(&core.reader_opened(1, 0)));
+        for f in std::iter::once(1).chain(opened.clone()) {
+            core.metadata_known(f, Arc::clone(&file));
+        }
+        opened.sort_unstable();
+        (opened, core.stats().peak_staged_bytes)
+    };
+    // The user's window and depth: 8 files, 64 MiB.
+    let (opened, peak) = run(64 * MIB, 8);
+    assert_eq!(opened, (1..10).collect::<Vec<_>>());
+    assert!(peak <= 64 * MIB, "{peak}");
+    // Left to auto: before the decoder is timed, 8 files; after, the
+    // stream's 256 MiB share at 9 MiB a file, 29 files after file 1, and
+    // their leading row groups are fetched beyond the 64 MiB window.
+    let (opened, peak) = run(256 * MIB, 64);
+    assert_eq!(opened, (1..31).collect::<Vec<_>>());
+    assert!(peak > 64 * MIB && peak <= 256 * MIB, "{peak}");
+    // A small lead never opens fewer files than the fixed policies do.
+    let (opened, _) = run(10 * MIB, 64);
+    assert_eq!(opened, (1..10).collect::<Vec<_>>());
 }

@@ -25,6 +25,7 @@ async fn invalid_settings_are_refused_at_set_time() {
     assert!(err.contains("off, batched, pipelined"), "{err}");
     let err = sql_error(&ctx, "SET prefetch.read_ahead_window = '-1'").await;
     assert!(err.contains("prefetch.read_ahead_window"), "{err}");
+    sql_text(&ctx, "SET prefetch.read_ahead_window = '64MiB'").await;
     let err = sql_error(&ctx, "SET prefetch.memory_budget = '1KiB'").await;
     assert!(
         err.contains("must not exceed prefetch.memory_budget"),
@@ -48,7 +49,9 @@ async fn a_set_between_two_queries_changes_the_second() {
     assert!(explain("off").await.contains("prefetch=off("));
     let plan = explain("batched").await;
     assert!(
-        plan.contains("prefetch=batched(read_ahead_window=64MiB"),
+        plan.contains(
+            "prefetch=batched(read_ahead_window=auto, memory_budget=256MiB, file_open_depth=auto"
+        ),
         "{plan}"
     );
 }
