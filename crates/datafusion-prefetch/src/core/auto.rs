@@ -282,6 +282,15 @@ impl AutoTuner {
         (len as f64 / bandwidth > rtt && len > piece).then_some(piece)
     }
 
+    /// Take `measured`'s store measurements when this tuner has timed no
+    /// request yet: another scan of the store (of the same session) measured
+    /// it after this one was created.
+    pub fn adopt_store_measurements(&mut self, measured: &AutoTuner) {
+        if self.requests.is_empty() {
+            self.requests = measured.requests.clone();
+        }
+    }
+
     /// A tuner that knows what this one measured of the store, but nothing
     /// of the decoders (another query decodes at another pace).
     pub fn store_measurements(&self) -> AutoTuner {

@@ -886,6 +886,17 @@ impl ScanCore {
         self.auto.as_ref().is_some_and(|t| !t.has_measured())
     }
 
+    /// `auto`, before this scan has timed a request: start from what other
+    /// scans have measured of the store since this one was created (the scans
+    /// of one query are all created before any of them reads), so it needs
+    /// no probe of its own.
+    pub fn adopt_store_measurements(&mut self, measured: &AutoTuner) {
+        if let Some(tuner) = self.auto.as_mut() {
+            tuner.adopt_store_measurements(measured);
+            self.note_locality();
+        }
+    }
+
     /// `auto`: a request whose largest range was `bytes` long took `took`.
     pub fn observe_request(&mut self, bytes: u64, took: Duration) {
         if let Some(tuner) = self.auto.as_mut() {

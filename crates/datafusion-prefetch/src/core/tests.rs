@@ -986,3 +986,31 @@ fn auto_opens_as_many_files_ahead_as_its_lead_covers() {
     let (opened, _) = run(10 * MIB, 64);
     assert_eq!(opened, (1..10).collect::<Vec<_>>());
 }
+
+#[test]
+fn auto_adopts_what_a_sibling_scan_measured_and_needs_no_probe() {
+    let mut measured = AutoTuner::default();
+    measured.observe_request(4096, Duration::from_millis(40));
+    // Created before anything was measured, as a query's scans are.
+    let mut cold = auto_core(2, 64 * MIB, None);
+    assert!(cold.wants_probe());
+    cold.adopt_store_measurements(&measured);
+    assert!(!cold.wants_probe());
+    let rtt = cold.auto_snapshot().unwrap().rtt.unwrap();
+    assert!(
+        rtt.abs_diff(Duration::from_millis(40)) < Duration::from_millis(1),
+        "{rtt:?}"
+    );
+    // A scan with timings of its own keeps them.
+    let mut own = auto_core(2, 64 * MIB, Some(Duration::from_millis(100)));
+    own.adopt_store_measurements(&measured);
+    let rtt = own.auto_snapshot().unwrap().rtt.unwrap();
+    assert!(rtt >= Duration::from_millis(99), "{rtt:?}");
+    // A local store's measurements make the scan local at once.
+    let mut local = AutoTuner::default();
+    local.observe_request(4096, Duration::from_micros(300));
+    let mut cold = auto_core(2, 64 * MIB, None);
+    cold.adopt_store_measurements(&local);
+    assert!(!cold.slices_files());
+    assert!(cold.reader_opened(0, 0).is_empty());
+}

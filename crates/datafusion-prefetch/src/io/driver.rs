@@ -459,6 +459,15 @@ impl ScanScheduler {
     /// [`PROBE_WAIT`]. Unanswered by then, the store is remote — the default
     /// assumption — and the probe's time is recorded whenever it lands.
     async fn probe_store(&self, file: FileId) {
+        if let Some((profiles, store)) = &self.profiles {
+            let measured = profiles.tuner_for(store);
+            if measured.has_measured() {
+                self.apply(|core| {
+                    core.adopt_store_measurements(&measured);
+                    ((), vec![])
+                });
+            }
+        }
         if !self.core.lock().wants_probe() {
             return;
         }
