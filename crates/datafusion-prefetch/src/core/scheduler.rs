@@ -818,6 +818,11 @@ impl ScanCore {
             return cap;
         }
         let least = FIXED_POLICY_FILE_OPEN_DEPTH.min(cap);
+        // Without eager reads an opened-ahead file holds only its footer:
+        // nothing of the lead to cover.
+        if self.config.eager_first_read_cap == 0 {
+            return least;
+        }
         let per_file = self
             .bytes_per_file(file)
             .unwrap_or(self.config.eager_first_read_cap)
@@ -845,7 +850,7 @@ impl ScanCore {
             .flat_map(|&rg| columns.iter().filter_map(move |&c| known.chunk(rg, c)))
             .map(|r| r.end - r.start)
             .sum();
-        Some(bytes.min(self.config.eager_first_read_cap.max(1)))
+        Some(bytes.min(self.config.eager_first_read_cap))
     }
 
     /// `auto` on a store it measured local: decoders read exactly as without

@@ -953,10 +953,11 @@ fn auto_opens_as_many_files_ahead_as_its_lead_covers() {
     // 40 files of one 9 MiB row group, 100 ms per request, a decoder timed at
     // 1 GB/s: lead 1 GB/s x (2 x 100 ms + 80 ms) x 2, far beyond 256 MiB.
     let file = layout(1, 8 * MIB);
-    let run = |stream_limit: u64, depth_cap: usize| {
+    let run_with_eager_cap = |stream_limit: u64, depth_cap: usize, eager_cap: u64| {
         let mut config = config(PrefetchPolicy::Auto, 64 * MIB, 256 * MIB);
         config.auto_stream_limit = stream_limit;
         config.file_open_depth = depth_cap;
+        config.eager_first_read_cap = eager_cap;
         let mut core = ScanCore::new(config, 40, vec![(0..40).collect()]);
         for _ in 0..4 {
             core.observe_request(4096, Duration::from_millis(100));
@@ -972,6 +973,8 @@ fn auto_opens_as_many_files_ahead_as_its_lead_covers() {
         opened.sort_unstable();
         (opened, core.stats().peak_staged_bytes)
     };
+    let run =
+        |stream_limit: u64, depth_cap: usize| run_with_eager_cap(stream_limit, depth_cap, 16 * MIB);
     // The user's window and depth: 8 files, 64 MiB.
     let (opened, peak) = run(64 * MIB, 8);
     assert_eq!(opened, (1..10).collect::<Vec<_>>());
@@ -985,6 +988,10 @@ fn auto_opens_as_many_files_ahead_as_its_lead_covers() {
     // A small lead never opens fewer files than the fixed policies do.
     let (opened, _) = run(10 * MIB, 64);
     assert_eq!(opened, (1..10).collect::<Vec<_>>());
+    // Without eager reads an opened-ahead file is only a footer: no deeper.
+    let (opened, peak) = run_with_eager_cap(256 * MIB, 64, 0);
+    assert_eq!(opened, (1..10).collect::<Vec<_>>());
+    assert!(peak <= 64 * MIB, "{peak}");
 }
 
 #[test]
