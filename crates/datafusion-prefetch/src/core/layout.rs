@@ -198,6 +198,15 @@ impl FileLayout {
     pub fn chunk(&self, row_group: usize, column: usize) -> Option<Range<u64>> {
         self.row_groups.get(row_group)?.get(column).cloned()
     }
+
+    /// Bytes of `columns`' chunks in `row_group`.
+    pub fn row_group_bytes(&self, row_group: usize, columns: &[usize]) -> u64 {
+        columns
+            .iter()
+            .filter_map(|&c| self.chunk(row_group, c))
+            .map(|r| r.end - r.start)
+            .sum()
+    }
 }
 
 /// A column chunk's start and length, or `None` when the footer gives a

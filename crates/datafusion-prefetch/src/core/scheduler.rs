@@ -417,10 +417,7 @@ impl ScanCore {
         if self.files[file].layout.is_some() {
             return vec![];
         }
-        let columns = match &self.projection {
-            Some(roots) => layout.leaves_of(roots),
-            None => (0..layout.column_paths.len()).collect(),
-        };
+        let columns = self.projected_columns(&layout);
         let slice = match self.config.policy {
             PrefetchPolicy::Auto => {
                 self.slices_files() && self.row_groups_outgrow_the_window(&layout, &columns)
@@ -759,13 +756,7 @@ impl ScanCore {
         let largest = layout
             .scanned_row_groups
             .iter()
-            .map(|&rg| {
-                columns
-                    .iter()
-                    .filter_map(|&c| layout.chunk(rg, c))
-                    .map(|r| r.end - r.start)
-                    .sum::<u64>()
-            })
+            .map(|&rg| layout.row_group_bytes(rg, columns))
             .max()
             .unwrap_or(0);
         largest > limit / 4
@@ -840,17 +831,21 @@ impl ScanCore {
         let known = std::iter::once(file)
             .chain(0..self.files.len())
             .find_map(|f| self.files[f].layout.as_ref())?;
-        let columns = match &self.projection {
-            Some(roots) => known.leaves_of(roots),
-            None => (0..known.column_paths.len()).collect(),
-        };
+        let columns = self.projected_columns(known);
         let bytes: u64 = known
             .scanned_row_groups
             .iter()
-            .flat_map(|&rg| columns.iter().filter_map(move |&c| known.chunk(rg, c)))
-            .map(|r| r.end - r.start)
+            .map(|&rg| known.row_group_bytes(rg, &columns))
             .sum();
         Some(bytes.min(self.config.eager_first_read_cap))
+    }
+
+    /// The leaf columns of `layout` the scan projects (all without a projection).
+    fn projected_columns(&self, layout: &FileLayout) -> Vec<usize> {
+        match &self.projection {
+            Some(roots) => layout.leaves_of(roots),
+            None => (0..layout.column_paths.len()).collect(),
+        }
     }
 
     /// `auto` on a store it measured local: decoders read exactly as without
