@@ -118,6 +118,7 @@ pub(crate) struct ScanMetrics {
     bytes_wasted: Count,
     failed_prefetches: Count,
     files_opened_ahead: Count,
+    files_opened_at_start: Count,
     stalled_read_ahead: Count,
     files_page_granular: Count,
     files_row_group_granular: Count,
@@ -179,6 +180,7 @@ impl ScanMetrics {
             bytes_wasted: counter("prefetch_bytes_wasted"),
             failed_prefetches: counter("prefetch_failed_prefetches"),
             files_opened_ahead: counter("prefetch_files_opened_ahead"),
+            files_opened_at_start: counter("prefetch_files_opened_at_start"),
             stalled_read_ahead: counter("prefetch_stalled_read_ahead"),
             files_page_granular: counter("prefetch_files_page_granular"),
             files_row_group_granular: counter("prefetch_files_row_group_granular"),
@@ -277,6 +279,11 @@ impl ScanMetrics {
                 &self.files_opened_ahead,
                 before.files_opened_ahead,
                 now.files_opened_ahead,
+            ),
+            (
+                &self.files_opened_at_start,
+                before.files_opened_at_start,
+                now.files_opened_at_start,
             ),
             (
                 &self.files_page_granular,

@@ -348,6 +348,7 @@ impl FileSource for PrefetchingParquetSource {
                 .create_morselizer(object_store, base_config, partition);
         }
         let scheduler = self.scheduler(&object_store, base_config);
+        scheduler.partition_started(partition);
         let reader_factory = Arc::new(PrefetchingReaderFactory {
             inner: scheduler.inner_factory(),
             scheduler: Arc::clone(&scheduler),

@@ -151,6 +151,8 @@ pub struct CoreStats {
     pub failed_prefetches: u64,
     /// Upcoming files whose footer was read ahead.
     pub files_opened_ahead: u64,
+    /// Files opened when their stream was created, before it was polled.
+    pub files_opened_at_start: u64,
     /// Files the decoder read at page granularity (`streaming`, offset index).
     pub files_page_granular: u64,
     /// Files the decoder read at row-group granularity.
@@ -177,6 +179,10 @@ struct FileState {
     ever_opened: bool,
     finished: bool,
     open_ahead_requested: bool,
+    /// Opened ahead when its stream was created, before any decoder of the
+    /// scan read: its first read goes by the projection, not by what
+    /// decoders were seen to read.
+    opened_at_start: bool,
     /// The partition whose window pays for this file's staged bytes.
     charged_to: PartitionId,
     /// The row group the decoder is on.
@@ -273,6 +279,8 @@ pub struct ScanCore {
     /// Column paths any decoder of this scan has asked for: the projection, as
     /// observed, used to predict an upcoming file's reads.
     learned_paths: BTreeSet<String>,
+    /// Partitions whose first file has been opened, early or by a decoder.
+    started_partitions: BTreeSet<PartitionId>,
     /// `streaming`: the top-level columns the scan reads (`None`: all), which
     /// decide the pages of a file's slices before its decoder starts.
     projection: Option<Vec<String>>,
@@ -311,6 +319,7 @@ impl ScanCore {
             files: (0..file_count).map(|_| FileState::default()).collect(),
             order,
             learned_paths: BTreeSet::new(),
+            started_partitions: BTreeSet::new(),
             projection: None,
             staged: BTreeMap::new(),
             oversized: BTreeSet::new(),
@@ -384,6 +393,7 @@ impl ScanCore {
     /// A decoder in `partition` opened `file` (called once per reader; a file may
     /// have several readers at once).
     pub fn reader_opened(&mut self, file: FileId, partition: PartitionId) -> Vec<Action> {
+        self.started_partitions.insert(partition);
         let state = &mut self.files[file];
         state.open_readers += 1;
         if state.ever_opened {
@@ -392,6 +402,47 @@ impl ScanCore {
         state.ever_opened = true;
         state.charged_to = partition;
         let mut actions = self.open_ahead_after(file, partition);
+        actions.extend(self.pump());
+        actions
+    }
+
+    /// The stream of `partition` was created. DataFusion creates every stream
+    /// of a plan before it polls any, and polls a join's probe side only
+    /// once its build side is done, so the scans of a query would otherwise
+    /// pay their first round trips one after another. Open the partition's
+    /// first file now and fetch its first read (up to the eager cap), so
+    /// that round trip overlaps whatever runs before the stream is polled.
+    ///
+    /// Only when the scan reads ahead: under `auto`, once the store has been
+    /// measured remote (before that, a local store would stage bytes for
+    /// nothing).
+    pub fn partition_started(&mut self, partition: PartitionId) -> Vec<Action> {
+        let measured = self.auto.as_ref().is_none_or(AutoTuner::has_measured);
+        if !measured
+            || !self.reads_ahead()
+            || self.config.file_open_depth == 0
+            || !self.started_partitions.insert(partition)
+        {
+            return vec![];
+        }
+        let Some(order) = self.order.get(partition) else {
+            return vec![];
+        };
+        let Some(first) = order.iter().copied().find(|f| {
+            let state = &self.files[*f];
+            !state.ever_opened && !state.open_ahead_requested && !state.finished
+        }) else {
+            return vec![];
+        };
+        let state = &mut self.files[first];
+        state.open_ahead_requested = true;
+        state.opened_at_start = true;
+        state.charged_to = partition;
+        self.stats.files_opened_at_start += 1;
+        let mut actions = vec![Action::OpenAhead {
+            file: first,
+            partition,
+        }];
         actions.extend(self.pump());
         actions
     }
@@ -1061,19 +1112,25 @@ impl ScanCore {
     }
 
     /// The leading scanned row groups of a file the decoder has not started, for
-    /// the columns this scan has been seen to read, up to `cap` bytes: the first
-    /// row group, and the next ones while they fit, so a file of several small
-    /// row groups does not cost a round trip per row group once it opens.
+    /// the columns this scan has been seen to read (before any decoder has
+    /// read, for a file opened at its stream's start: the projected ones), up
+    /// to `cap` bytes: the first row group, and the next ones while they fit,
+    /// so a file of several small row groups does not cost a round trip per
+    /// row group once it opens.
     fn leading_row_groups(&self, file: FileId, cap: u64) -> Vec<Candidate> {
         let state = &self.files[file];
         let Some(layout) = &state.layout else {
             return vec![];
         };
-        let columns: Vec<usize> = self
-            .learned_paths
-            .iter()
-            .filter_map(|p| layout.column_index(p))
-            .collect();
+        let columns: Vec<usize> =
+            if self.learned_paths.is_empty() && state.opened_at_start && !state.ever_opened {
+                self.projected_columns(layout)
+            } else {
+                self.learned_paths
+                    .iter()
+                    .filter_map(|p| layout.column_index(p))
+                    .collect()
+            };
         self.chunks_of(file, layout, &layout.scanned_row_groups, &columns, cap)
     }
 
@@ -1133,9 +1190,12 @@ impl ScanCore {
         }
         let plan = &slices.plan;
         let trusted = slices.confirmed || (self.plans_confirmed && !self.page_selective);
+        // A file opened at its stream's start gets its first slice even under
+        // a predicate: one small slice of speculation hides the scan's first
+        // round trip.
         let last = if trusted {
             plan.slices.len()
-        } else if self.filtered {
+        } else if self.filtered && !self.files[file].opened_at_start {
             0
         } else {
             1.min(plan.slices.len())
@@ -1219,7 +1279,7 @@ impl ScanCore {
                             slices.plan.slice_bytes(0).min(cap)
                         };
                         self.slices_ahead(file, 0, first)
-                    } else if !self.learned_paths.is_empty() {
+                    } else if !self.learned_paths.is_empty() || state.opened_at_start {
                         self.leading_row_groups(file, cap)
                     } else {
                         vec![]

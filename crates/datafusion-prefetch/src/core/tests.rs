@@ -286,6 +286,65 @@ fn eager_first_reads_respect_their_cap() {
 }
 
 #[test]
+fn a_started_stream_reads_its_first_file_by_the_projection_before_it_is_polled() {
+    let layout = layout(6, 3 * MIB);
+    let mut core = ScanCore::new(
+        config(PrefetchPolicy::Pipelined, 64 * MIB, 100 * MIB),
+        4,
+        vec![vec![0, 1], vec![2, 3]],
+    )
+    .with_projection(Some(vec!["payload".into()]));
+    let actions = core.partition_started(0);
+    assert_eq!(opened_ahead(&actions), vec![0]);
+    assert!(fetched(&actions).is_empty(), "the footer comes first");
+    // No decoder has read yet: the projection says payload, and the leading
+    // row groups go out up to the 16 MiB cap (five 3 MiB chunks).
+    let actions = core.metadata_known(0, Arc::clone(&layout));
+    let payload: Vec<_> = (0..5)
+        .map(|rg| (0, vec![layout.chunk(rg, 1).unwrap()]))
+        .collect();
+    assert_eq!(fetched(&actions), payload);
+    assert_eq!(core.stats().files_opened_at_start, 1);
+    assert_eq!(core.stats().files_opened_ahead, 0);
+
+    // Polled: the file opens as usual (its successor is opened ahead) and the
+    // decoder's first read is served from what was staged.
+    let actions = core.reader_opened(0, 0);
+    assert_eq!(opened_ahead(&actions), vec![1]);
+    let read = core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
+    assert!(read.demand.is_empty(), "served from the early read");
+    // Partition 1 was not started: nothing of it was opened.
+    assert!(core.layout(2).is_none());
+    assert_eq!(opened_ahead(&core.partition_started(1)), vec![2]);
+}
+
+#[test]
+fn nothing_starts_early_without_read_ahead() {
+    let mut off = core(PrefetchPolicy::Off, 2, 64 * MIB, 100 * MIB);
+    assert!(off.partition_started(0).is_empty());
+    let mut no_depth = config(PrefetchPolicy::Pipelined, 64 * MIB, 100 * MIB);
+    no_depth.file_open_depth = 0;
+    let mut shallow = ScanCore::new(no_depth, 2, vec![vec![0, 1]]);
+    assert!(shallow.partition_started(0).is_empty());
+    // A partition whose decoder got there first is under way: starting it
+    // again would open a file beyond the depth.
+    let mut under_way = core(PrefetchPolicy::Pipelined, 5, 64 * MIB, 100 * MIB);
+    assert_eq!(opened_ahead(&under_way.reader_opened(0, 0)), vec![1, 2]);
+    assert!(under_way.partition_started(0).is_empty());
+}
+
+#[test]
+fn a_filtered_scan_started_early_fetches_only_its_first_slice() {
+    let layout = paged_layout(0);
+    let mut core = streaming_core(1, 16 * MIB, 100 * MIB).with_predicate(true);
+    assert_eq!(opened_ahead(&core.partition_started(0)), vec![0]);
+    let actions = core.metadata_known(0, Arc::clone(&layout));
+    let plan = core.slice_plan(0).expect("sliced");
+    let first: Vec<Range<u64>> = plan.pieces[0].iter().map(|p| p.bytes.clone()).collect();
+    assert_eq!(fetched(&actions), vec![(0, first)]);
+}
+
+#[test]
 fn batched_widens_the_demand_request_instead_of_fetching_in_the_background() {
     let layout = layout(4, 4 * MIB);
     let mut core = core(PrefetchPolicy::Batched, 2, 8 * MIB, 100 * MIB);
@@ -946,6 +1005,33 @@ fn auto_stays_local_for_the_scan_once_it_measured_a_local_store() {
     let plan = core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
     assert!(fetched(&plan.actions).is_empty());
     assert!(!core.auto_snapshot().unwrap().remote);
+}
+
+#[test]
+fn auto_starts_streams_early_only_on_a_store_it_measured_remote() {
+    let layout = layout(2, 3 * MIB);
+    for (rtt, starts) in [
+        (None, false),
+        (Some(Duration::from_micros(300)), false),
+        (Some(Duration::from_millis(40)), true),
+    ] {
+        let mut core = auto_core(2, 64 * MIB, rtt);
+        let actions = core.partition_started(0);
+        assert_eq!(!opened_ahead(&actions).is_empty(), starts, "rtt {rtt:?}");
+        if starts {
+            let actions = core.metadata_known(0, Arc::clone(&layout));
+            let expected: Vec<_> = (0..2)
+                .map(|rg| {
+                    (
+                        0,
+                        vec![layout.chunk(rg, 0).unwrap(), layout.chunk(rg, 1).unwrap()],
+                    )
+                })
+                .collect();
+            // No projection: every column of the leading row groups.
+            assert_eq!(fetched(&actions), expected);
+        }
+    }
 }
 
 #[test]

@@ -116,6 +116,9 @@ pub(crate) struct ScanScheduler {
     footers: Mutex<HashMap<FileId, Slot<SharedMetadata>>>,
     /// `auto`: a timed HEAD request, when nothing else has been timed yet.
     probe: Mutex<Option<Slot<SharedProbe>>>,
+    /// Tasks opening each started partition's first file (see
+    /// [`Self::partition_started`]).
+    starts: Mutex<Vec<AbortHandle>>,
     reservation: MemoryReservation,
     metrics: ScanMetrics,
     slicing: bool,
@@ -160,6 +163,7 @@ impl ScanScheduler {
             landing: Mutex::new(HashMap::new()),
             footers: Mutex::new(HashMap::new()),
             probe: Mutex::new(None),
+            starts: Mutex::new(vec![]),
             reservation: parts.reservation,
             metrics: parts.metrics,
             slicing: parts.slicing,
@@ -454,11 +458,49 @@ impl ScanScheduler {
         self.apply(|core| core.slices_for_reading(file))
     }
 
+    /// The stream of `partition` was created: open its first file now, in
+    /// the background, so its first read overlaps whatever the query runs
+    /// before the stream is polled (see [`ScanCore::partition_started`]).
+    /// `auto` first waits for the store to be measured, adopting what the
+    /// session knows or probing it. Outside a tokio runtime nothing starts
+    /// early: the first poll opens the file as usual.
+    pub(crate) fn partition_started(&self, partition: PartitionId) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if self.files.is_empty() {
+            return;
+        }
+        let probe = self.start_probe(0);
+        let this = self.this.clone();
+        let task = runtime.spawn(async move {
+            if let Some(probe) = probe {
+                // A failed probe leaves the store unmeasured: nothing starts.
+                let _ = probe.await;
+            }
+            if let Some(scheduler) = this.upgrade() {
+                scheduler.apply(|core| ((), core.partition_started(partition)));
+            }
+        });
+        let mut starts = self.starts.lock();
+        starts.retain(|h| !h.is_finished());
+        starts.push(task.abort_handle());
+    }
+
     /// `auto` before any request has been timed (footers came from the
     /// metadata cache): time a HEAD of `file`, waiting for it at most
     /// [`PROBE_WAIT`]. Unanswered by then, the store is remote — the default
     /// assumption — and the probe's time is recorded whenever it lands.
     async fn probe_store(&self, file: FileId) {
+        if let Some(probe) = self.start_probe(file) {
+            let _ = tokio::time::timeout(PROBE_WAIT, probe).await;
+        }
+    }
+
+    /// `auto`: adopt what the session's other scans measured of the store;
+    /// if that is nothing, start (once per scan) a timed HEAD of `file` and
+    /// return it to await.
+    fn start_probe(&self, file: FileId) -> Option<SharedProbe> {
         if let Some((profiles, store)) = &self.profiles {
             let measured = profiles.tuner_for(store);
             if measured.has_measured() {
@@ -469,7 +511,7 @@ impl ScanScheduler {
             }
         }
         if !self.core.lock().wants_probe() {
-            return;
+            return None;
         }
         let probe = {
             let mut probe = self.probe.lock();
@@ -493,7 +535,7 @@ impl ScanScheduler {
             });
             slot.result.clone()
         };
-        let _ = tokio::time::timeout(PROBE_WAIT, probe).await;
+        Some(probe)
     }
 
     /// Whether `file`'s slice plan over-predicts what its decoders read.
@@ -854,6 +896,9 @@ impl Drop for ScanScheduler {
         }
         if let Some(abort) = self.probe.lock().take().and_then(|slot| slot.abort) {
             abort.abort();
+        }
+        for handle in self.starts.lock().drain(..) {
+            handle.abort();
         }
         self.settle(&core);
         self.reservation.free();

@@ -164,8 +164,9 @@ async fn a_demand_read_that_stalls_fails_after_the_request_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transient_error_on_a_demand_read_fails_the_query_naming_the_file() {
-    // One file, one row group: its first data read is the decoder's own under
-    // batched and pipelined (nothing to read ahead of it yet).
+    // One file, one row group. Under pipelined its first data read may be
+    // fetched ahead when the stream is created; a failed read-ahead falls
+    // back to the decoder's own read, so the error strikes twice.
     let files = vec![parquet_file(0, 20_000, 20_000)];
     let fx = fixture(files.clone(), FixtureOptions::default()).await;
     let (path, _) = &fx.files[0];
@@ -173,7 +174,7 @@ async fn a_transient_error_on_a_demand_read_fails_the_query_naming_the_file() {
         fx.faults.set([FaultRule::new(Fault::Error)
             .path(path.as_ref())
             .overlapping(chunk(&files[0], 0, PAYLOAD))
-            .once()]);
+            .times(2)]);
         fx.set("policy", policy).await;
         let plan = fx.plan("SELECT sum(payload) FROM t").await;
         let stats = datafusion_prefetch::prefetch_stats(&plan);

@@ -39,3 +39,44 @@ async fn pipelined_keeps_the_current_and_file_open_depth_files_in_flight() {
     assert_eq!(requests_before_first_landed("pipelined", 3).await, 4);
     assert_eq!(requests_before_first_landed("pipelined", 8).await, 9);
 }
+
+/// A self-join of one single-row-group file: the requests of `policy`'s
+/// run, and how many were issued before the first one landed.
+async fn join_requests(policy: &str) -> (usize, usize, String) {
+    let fx = fixture(
+        vec![parquet_file(0, 20_000, 20_000)],
+        FixtureOptions {
+            latency: Duration::from_millis(50),
+            ..Default::default()
+        },
+    )
+    .await;
+    fx.set("policy", policy).await;
+    let (result, _) = fx
+        .run("SELECT count(*), sum(b.payload) FROM t a JOIN t b ON a.id = b.id")
+        .await;
+    let records = fx.store.records();
+    let first_landed = records
+        .iter()
+        .filter_map(|r| r.finished_at)
+        .min()
+        .expect("requests completed");
+    let before = records
+        .iter()
+        .filter(|r| r.started_at < first_landed)
+        .count();
+    (records.len(), before, result)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_probe_side_of_a_join_reads_while_the_build_side_does() {
+    // Stock DataFusion reads the probe side once the build side is done.
+    let (off_requests, off_before, off_result) = join_requests("off").await;
+    assert_eq!(off_before, 1);
+    // Every stream is created before any is polled: the probe side's first
+    // read goes out with the build side's, and nothing is read twice.
+    let (requests, before, result) = join_requests("pipelined").await;
+    assert_eq!(before, 2);
+    assert_eq!(requests, off_requests);
+    assert_eq!(result, off_result);
+}
