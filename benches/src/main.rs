@@ -93,6 +93,11 @@ struct Args {
     /// Write every measurement and the per-policy summary as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Write each measured run's store requests (path, range, and when each
+    /// was issued, answered and finished, in ms from the query's start) to
+    /// `<dir>/<query>_<policy>_<iteration>.tsv`.
+    #[arg(long)]
+    request_log: Option<PathBuf>,
     /// Write the summary tables as markdown.
     #[arg(long)]
     markdown: Option<PathBuf>,
@@ -307,6 +312,7 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
         partitions: args.partitions.unwrap_or(1),
         settings: prefetch_settings(&args),
         ballista: None,
+        request_log: args.request_log.clone(),
     };
     // Kept until the end of the run: dropping it stops the processes.
     let mut cluster = None;

@@ -2,6 +2,7 @@
 //! planned outside the timer, then executed and checked.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -37,6 +38,8 @@ pub struct RunConfig {
     /// executors scan through stores of their own, so the store and scan
     /// statistics of such a run are the client's (table registration only).
     pub ballista: Option<String>,
+    /// Where each run's store requests are written (`--request-log`).
+    pub request_log: Option<PathBuf>,
 }
 
 /// What one run measured.
@@ -211,6 +214,10 @@ pub async fn measure(
     }
     let wall = started.elapsed();
     drop(stream);
+    if let Some(dir) = &config.request_log {
+        let name = format!("{}_{}_{}.tsv", query.name, policy, iteration);
+        write_request_log(&dir.join(name), &store_stats, started)?;
+    }
 
     let (rows, checksum) = checksum(&batches)?;
     Ok(Measurement {
@@ -241,6 +248,39 @@ pub async fn measure(
         checksum,
         matches_off: true,
     })
+}
+
+/// One line per store GET of a run, in issue order: path, byte range, and
+/// when it was issued, answered (first byte) and finished, in ms since
+/// `started` (-1 if it never got there), then its drawn first-byte latency.
+fn write_request_log(path: &Path, stats: &StoreStats, started: Instant) -> Result<()> {
+    let since = |at: Option<tokio::time::Instant>| {
+        at.map_or(-1.0, |at| {
+            at.into_std()
+                .saturating_duration_since(started)
+                .as_secs_f64()
+                * 1e3
+        })
+    };
+    let mut out = String::from("path\trange\tissued_ms\tfirst_byte_ms\tfinished_ms\tlatency_ms\n");
+    for r in stats.records() {
+        let range = r
+            .range
+            .map_or("?".to_string(), |r| format!("{}..{}", r.start, r.end));
+        out.push_str(&format!(
+            "{}\t{range}\t{:.1}\t{:.1}\t{:.1}\t{}\n",
+            r.path,
+            since(Some(r.started_at)),
+            since(r.first_byte_at),
+            since(r.finished_at),
+            r.first_byte_latency.as_millis()
+        ));
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, out)?;
+    Ok(())
 }
 
 /// Staged bytes over one execution of a scan: `(ms since start, bytes)`.

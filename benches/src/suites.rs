@@ -333,6 +333,7 @@ mod tests {
             partitions: 1,
             settings: vec![],
             ballista: None,
+            request_log: Some(dir.path().join("requests")),
         };
         for query in &suite.queries {
             let run = |policy| measure(&suite, query, policy, 0, &config);
@@ -347,6 +348,12 @@ mod tests {
                 "{name} {}",
                 query.name
             );
+            let log = dir
+                .path()
+                .join(format!("requests/{}_off_0.tsv", query.name));
+            let log = std::fs::read_to_string(&log).expect("a request log per run");
+            assert!(log.starts_with("path\trange\tissued_ms"), "{log}");
+            assert_eq!(log.lines().count() as u64, off.requests + 1, "{log}");
         }
     }
 
