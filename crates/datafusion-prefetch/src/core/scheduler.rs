@@ -151,7 +151,9 @@ pub struct CoreStats {
     pub failed_prefetches: u64,
     /// Upcoming files whose footer was read ahead.
     pub files_opened_ahead: u64,
-    /// Files opened when their stream was created, before it was polled.
+    /// Streams whose first file was opened when the stream was created,
+    /// before it was polled (the files opened ahead of it are counted in
+    /// `files_opened_ahead`).
     pub files_opened_at_start: u64,
     /// Files the decoder read at page granularity (`streaming`, offset index).
     pub files_page_granular: u64,
@@ -179,9 +181,10 @@ struct FileState {
     ever_opened: bool,
     finished: bool,
     open_ahead_requested: bool,
-    /// Opened ahead when its stream was created, before any decoder of the
-    /// scan read: its first read goes by the projection, not by what
-    /// decoders were seen to read.
+    /// Opened ahead when its stream was created (the stream's first file or
+    /// one of the files opened ahead of it), before any decoder of the scan
+    /// read: its first read goes by the projection, not by what decoders
+    /// were seen to read.
     opened_at_start: bool,
     /// The partition whose window pays for this file's staged bytes.
     charged_to: PartitionId,
@@ -410,8 +413,10 @@ impl ScanCore {
     /// of a plan before it polls any, and polls a join's probe side only
     /// once its build side is done, so the scans of a query would otherwise
     /// pay their first round trips one after another. Open the partition's
-    /// first file now and fetch its first read (up to the eager cap), so
-    /// that round trip overlaps whatever runs before the stream is polled.
+    /// first file now, and the files its decoder would open ahead on opening
+    /// it, and fetch their first reads (up to the eager cap each, within the
+    /// window and budget), so those round trips overlap whatever runs before
+    /// the stream is polled.
     ///
     /// Only when the scan reads ahead: under `auto`, once the store has been
     /// measured remote (before that, a local store would stage bytes for
@@ -443,6 +448,14 @@ impl ScanCore {
             file: first,
             partition,
         }];
+        // And the files its decoder would open ahead on opening it.
+        let upcoming = self.open_ahead_after(first, partition);
+        for action in &upcoming {
+            if let Action::OpenAhead { file, .. } = action {
+                self.files[*file].opened_at_start = true;
+            }
+        }
+        actions.extend(upcoming);
         actions.extend(self.pump());
         actions
     }

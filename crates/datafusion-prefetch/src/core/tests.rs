@@ -286,36 +286,40 @@ fn eager_first_reads_respect_their_cap() {
 }
 
 #[test]
-fn a_started_stream_reads_its_first_file_by_the_projection_before_it_is_polled() {
+fn a_started_stream_reads_its_first_files_by_the_projection_before_it_is_polled() {
     let layout = layout(6, 3 * MIB);
     let mut core = ScanCore::new(
         config(PrefetchPolicy::Pipelined, 64 * MIB, 100 * MIB),
-        4,
-        vec![vec![0, 1], vec![2, 3]],
+        6,
+        vec![vec![0, 1, 2], vec![3, 4, 5]],
     )
     .with_projection(Some(vec!["payload".into()]));
+    // The first file, and the files its decoder would open ahead (depth 2).
     let actions = core.partition_started(0);
-    assert_eq!(opened_ahead(&actions), vec![0]);
-    assert!(fetched(&actions).is_empty(), "the footer comes first");
-    // No decoder has read yet: the projection says payload, and the leading
-    // row groups go out up to the 16 MiB cap (five 3 MiB chunks).
-    let actions = core.metadata_known(0, Arc::clone(&layout));
-    let payload: Vec<_> = (0..5)
-        .map(|rg| (0, vec![layout.chunk(rg, 1).unwrap()]))
-        .collect();
-    assert_eq!(fetched(&actions), payload);
+    assert_eq!(opened_ahead(&actions), vec![0, 1, 2]);
+    assert!(fetched(&actions).is_empty(), "the footers come first");
+    // No decoder has read yet: the projection says payload, and each file's
+    // leading row groups go out up to the 16 MiB cap (five 3 MiB chunks).
+    let payload = |file: FileId| -> Vec<(FileId, Vec<Range<u64>>)> {
+        (0..5)
+            .map(|rg| (file, vec![layout.chunk(rg, 1).unwrap()]))
+            .collect()
+    };
+    for file in 0..3 {
+        let actions = core.metadata_known(file, Arc::clone(&layout));
+        assert_eq!(fetched(&actions), payload(file), "file {file}");
+    }
     assert_eq!(core.stats().files_opened_at_start, 1);
-    assert_eq!(core.stats().files_opened_ahead, 0);
+    assert_eq!(core.stats().files_opened_ahead, 2);
 
-    // Polled: the file opens as usual (its successor is opened ahead) and the
-    // decoder's first read is served from what was staged.
-    let actions = core.reader_opened(0, 0);
-    assert_eq!(opened_ahead(&actions), vec![1]);
+    // Polled: the files are already open, and the decoder's first read is
+    // served from what was staged.
+    assert!(opened_ahead(&core.reader_opened(0, 0)).is_empty());
     let read = core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
     assert!(read.demand.is_empty(), "served from the early read");
     // Partition 1 was not started: nothing of it was opened.
-    assert!(core.layout(2).is_none());
-    assert_eq!(opened_ahead(&core.partition_started(1)), vec![2]);
+    assert!(core.layout(3).is_none());
+    assert_eq!(opened_ahead(&core.partition_started(1)), vec![3, 4, 5]);
 }
 
 #[test]
