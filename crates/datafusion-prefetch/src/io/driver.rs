@@ -458,8 +458,8 @@ impl ScanScheduler {
         self.apply(|core| core.slices_for_reading(file))
     }
 
-    /// The stream of `partition` was created: open its first file now, in
-    /// the background, so its first read overlaps whatever the query runs
+    /// The stream of `partition` was created: open its first files now, in
+    /// the background, so their first reads overlap whatever the query runs
     /// before the stream is polled (see [`ScanCore::partition_started`]).
     /// `auto` first waits for the store to be measured, adopting what the
     /// session knows or probing it. Outside a tokio runtime nothing starts
@@ -473,7 +473,9 @@ impl ScanScheduler {
         }
         let probe = self.start_probe(0);
         let this = self.this.clone();
+        let guard = self.metrics.stats().task_started();
         let task = runtime.spawn(async move {
+            let _guard = guard;
             if let Some(probe) = probe {
                 // A failed probe leaves the store unmeasured: nothing starts.
                 let _ = probe.await;

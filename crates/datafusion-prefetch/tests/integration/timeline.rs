@@ -1,8 +1,9 @@
-//! How deep the pipeline runs: requests in flight before the first one lands.
+//! How deep the pipeline runs and when it starts: requests in flight before
+//! the first one lands, and streams that read before they are polled.
 
 use std::time::Duration;
 
-use crate::support::{FixtureOptions, fixture, parquet_file};
+use crate::support::{FixtureOptions, assert_released, fixture, parquet_file};
 
 /// Data requests issued before the first one completed.
 async fn requests_before_first_landed(policy: &str, depth: usize) -> usize {
@@ -79,4 +80,38 @@ async fn the_probe_side_of_a_join_reads_while_the_build_side_does() {
     assert_eq!(before, 2);
     assert_eq!(requests, off_requests);
     assert_eq!(result, off_result);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_started_but_never_polled_release_everything_when_dropped() {
+    let fx = fixture(
+        vec![parquet_file(0, 20_000, 20_000)],
+        FixtureOptions {
+            latency: Duration::from_millis(20),
+            ..Default::default()
+        },
+    )
+    .await;
+    for policy in ["pipelined", "streaming", "auto"] {
+        fx.set("policy", policy).await;
+        let plan = fx
+            .plan("SELECT count(*) FROM t a JOIN t b ON a.id = b.id")
+            .await;
+        let stats = datafusion_prefetch::prefetch_stats(&plan);
+        assert_eq!(stats.len(), 2);
+        let stream = datafusion::physical_plan::execute_stream(plan, fx.ctx.task_ctx()).unwrap();
+        // Never polled: both scans read their first file on their own.
+        for _ in 0..200 {
+            if stats.iter().all(|s| s.staged_bytes() > 0) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(
+            stats.iter().all(|s| s.staged_bytes() > 0),
+            "{policy}: both scans staged their first read"
+        );
+        drop(stream);
+        assert_released(&stats, fx.pool.as_ref(), policy).await;
+    }
 }
