@@ -1277,9 +1277,23 @@ impl ScanCore {
             .all(|s| s.open_readers == 0 || s.finished || s.layout.is_some());
         if self.config.eager_first_read_cap > 0 && open_files_known {
             let cap = self.config.eager_first_read_cap;
-            for file in 0..self.files.len() {
-                let state = &self.files[file];
-                if state.open_ahead_requested && !state.ever_opened && !state.finished {
+            // In each partition's decode order, and only up to the first file
+            // whose footer is still unknown: footers land in any order, and a
+            // later file admitted first would take the room of the file its
+            // decoder needs next.
+            let mut seen = BTreeSet::new();
+            for order in &self.order {
+                for &file in order {
+                    let state = &self.files[file];
+                    if !state.open_ahead_requested || state.ever_opened || state.finished {
+                        continue;
+                    }
+                    if state.layout.is_none() {
+                        break;
+                    }
+                    if !seen.insert(file) {
+                        continue;
+                    }
                     let eager = if let Some(slices) = &state.slices {
                         if self.page_selective {
                             continue;

@@ -244,6 +244,26 @@ fn upcoming_files_are_opened_ahead_and_eagerly_read_once_the_projection_is_known
 }
 
 #[test]
+fn upcoming_files_are_read_eagerly_in_decode_order_whatever_order_their_footers_land_in() {
+    let layout = layout(1, 8 * MIB);
+    // Room for two 8 MiB first reads: files 1 and 2, not 3.
+    let mut config = config(PrefetchPolicy::Pipelined, 18 * MIB, 100 * MIB);
+    config.file_open_depth = 3;
+    let mut core = ScanCore::new(config, 4, vec![vec![0, 1, 2, 3]]);
+    core.reader_opened(0, 0);
+    core.metadata_known(0, Arc::clone(&layout));
+    core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
+    // File 3's footer lands first: its first read waits for files 1 and 2.
+    assert!(fetched(&core.metadata_known(3, Arc::clone(&layout))).is_empty());
+    assert!(fetched(&core.metadata_known(2, Arc::clone(&layout))).is_empty());
+    let chunk = layout.chunk(0, 1).unwrap();
+    assert_eq!(
+        fetched(&core.metadata_known(1, Arc::clone(&layout))),
+        vec![(1, vec![chunk.clone()]), (2, vec![chunk])]
+    );
+}
+
+#[test]
 fn eager_reads_cover_leading_row_groups_up_to_the_cap() {
     let layout = layout(4, 3 * MIB);
     let mut core = core(PrefetchPolicy::Pipelined, 2, 64 * MIB, 100 * MIB);
