@@ -137,6 +137,10 @@ pub(crate) struct ScanScheduler {
 /// answers in time, and a remote one costs at most this once per scan.
 const PROBE_WAIT: Duration = Duration::from_millis(10);
 
+/// How often a stream waiting to start checks whether a sibling scan has
+/// measured the store.
+const SIBLING_POLL: Duration = Duration::from_millis(1);
+
 /// The least a reader waits for a read-ahead before fetching the bytes itself.
 const MIN_STALL_WAIT: Duration = Duration::from_secs(2);
 
@@ -476,9 +480,25 @@ impl ScanScheduler {
         let guard = self.metrics.stats().task_started();
         let task = runtime.spawn(async move {
             let _guard = guard;
-            if let Some(probe) = probe {
-                // A failed probe leaves the store unmeasured: nothing starts.
-                let _ = probe.await;
+            if let Some(mut probe) = probe {
+                // Whichever lands first: this scan's probe, or any sibling
+                // scan's measurement of the store (every scan of a query
+                // starts at once, each with a probe of its own).
+                let mut ticks = tokio::time::interval(SIBLING_POLL);
+                loop {
+                    tokio::select! {
+                        // A failed probe leaves the store unmeasured: nothing starts.
+                        _ = &mut probe => break,
+                        _ = ticks.tick() => {
+                            let Some(scheduler) = this.upgrade() else {
+                                return;
+                            };
+                            if !scheduler.adopt_session_measurements() {
+                                break;
+                            }
+                        }
+                    }
+                }
             }
             if let Some(scheduler) = this.upgrade() {
                 scheduler.apply(|core| ((), core.partition_started(partition)));
@@ -499,10 +519,10 @@ impl ScanScheduler {
         }
     }
 
-    /// `auto`: adopt what the session's other scans measured of the store;
-    /// if that is nothing, start (once per scan) a timed HEAD of `file` and
-    /// return it to await.
-    fn start_probe(&self, file: FileId) -> Option<SharedProbe> {
+    /// `auto`: adopt what the session's other scans have measured of the
+    /// store, if this scan has timed nothing yet. Whether it still wants a
+    /// probe.
+    fn adopt_session_measurements(&self) -> bool {
         if let Some((profiles, store)) = &self.profiles {
             let measured = profiles.tuner_for(store);
             if measured.has_measured() {
@@ -512,7 +532,14 @@ impl ScanScheduler {
                 });
             }
         }
-        if !self.core.lock().wants_probe() {
+        self.core.lock().wants_probe()
+    }
+
+    /// `auto`: adopt what the session's other scans measured of the store;
+    /// if that is nothing, start (once per scan) a timed HEAD of `file` and
+    /// return it to await.
+    fn start_probe(&self, file: FileId) -> Option<SharedProbe> {
+        if !self.adopt_session_measurements() {
             return None;
         }
         let probe = {
