@@ -247,8 +247,13 @@ fn drive(input: &mut Input, layouts: Vec<Arc<FileLayout>>) {
         // Reads most often: they are what moves a scan along.
         let actions = match input.upto(15) {
             0 | 1 => {
-                open[file] += 1;
-                core.reader_opened(file, input.upto(partitions as u64 - 1) as usize)
+                let partition = input.upto(partitions as u64 - 1) as usize;
+                if input.bool() {
+                    core.partition_started(partition)
+                } else {
+                    open[file] += 1;
+                    core.reader_opened(file, partition)
+                }
             }
             2 if open[file] > 0 => {
                 open[file] -= 1;

@@ -687,6 +687,7 @@ fn upcoming_files_get_their_first_slice_within_half_the_window() {
 
 #[derive(Debug, Clone)]
 enum Event {
+    Start(PartitionId),
     Open(FileId, PartitionId),
     Close(FileId),
     Metadata(FileId),
@@ -698,6 +699,7 @@ enum Event {
 
 fn event() -> impl Strategy<Value = Event> {
     prop_oneof![
+        (0..3usize).prop_map(Event::Start),
         (0..6usize, 0..3usize).prop_map(|(f, p)| Event::Open(f, p)),
         (0..6usize).prop_map(Event::Close),
         (0..6usize).prop_map(Event::Metadata),
@@ -735,6 +737,7 @@ proptest! {
         let mut live: Vec<FetchId> = vec![];
         for event in events {
             let actions = match event {
+                Event::Start(p) => core.partition_started(p),
                 Event::Open(f, p) => core.reader_opened(f, p),
                 Event::Close(f) => core.reader_closed(f),
                 Event::Metadata(f) => core.metadata_known(f, Arc::clone(&layout)),
