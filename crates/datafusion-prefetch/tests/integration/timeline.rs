@@ -21,7 +21,11 @@ async fn requests_before_first_landed(policy: &str, depth: usize) -> usize {
     fx.set("policy", policy).await;
     fx.set("file_open_depth", &depth.to_string()).await;
     fx.run("SELECT sum(payload) FROM t").await;
-    let records = fx.store.records();
+    issued_before_first_landed(&fx.store.records())
+}
+
+/// How many of `records` were issued before the first of them completed.
+fn issued_before_first_landed(records: &[datafusion_prefetch_simstore::RequestRecord]) -> usize {
     let first_landed = records
         .iter()
         .filter_map(|r| r.finished_at)
@@ -57,16 +61,7 @@ async fn join_requests(policy: &str) -> (usize, usize, String) {
         .run("SELECT count(*), sum(b.payload) FROM t a JOIN t b ON a.id = b.id")
         .await;
     let records = fx.store.records();
-    let first_landed = records
-        .iter()
-        .filter_map(|r| r.finished_at)
-        .min()
-        .expect("requests completed");
-    let before = records
-        .iter()
-        .filter(|r| r.started_at < first_landed)
-        .count();
-    (records.len(), before, result)
+    (records.len(), issued_before_first_landed(&records), result)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
