@@ -116,7 +116,7 @@ pub(crate) struct ScanScheduler {
     footers: Mutex<HashMap<FileId, Slot<SharedMetadata>>>,
     /// `auto`: a timed HEAD request, when nothing else has been timed yet.
     probe: Mutex<Option<Slot<SharedProbe>>>,
-    /// Tasks opening each started partition's first file (see
+    /// `auto`: tasks that start a partition once the store is measured (see
     /// [`Self::partition_started`]).
     starts: Mutex<Vec<AbortHandle>>,
     reservation: MemoryReservation,
@@ -465,9 +465,10 @@ impl ScanScheduler {
     /// The stream of `partition` was created: open its first files now, in
     /// the background, so their first reads overlap whatever the query runs
     /// before the stream is polled (see [`ScanCore::partition_started`]).
-    /// `auto` first waits for the store to be measured, adopting what the
-    /// session knows or probing it. Outside a tokio runtime nothing starts
-    /// early: the first poll opens the file as usual.
+    /// `auto` on a store the session has not measured waits, in a task, for
+    /// its probe or a sibling's measurement; everything else starts at once.
+    /// Outside a tokio runtime nothing starts early: the first poll opens the
+    /// file as usual.
     pub(crate) fn partition_started(&self, partition: PartitionId) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
@@ -475,27 +476,30 @@ impl ScanScheduler {
         if self.files.is_empty() {
             return;
         }
-        let probe = self.start_probe(0);
+        // Nothing to wait for (a fixed policy, or a store already measured):
+        // start now, before the stream can be polled.
+        let Some(mut probe) = self.start_probe(0) else {
+            self.apply(|core| ((), core.partition_started(partition)));
+            return;
+        };
         let this = self.this.clone();
         let guard = self.metrics.stats().task_started();
         let task = runtime.spawn(async move {
             let _guard = guard;
-            if let Some(mut probe) = probe {
-                // Whichever lands first: this scan's probe, or any sibling
-                // scan's measurement of the store (every scan of a query
-                // starts at once, each with a probe of its own).
-                let mut ticks = tokio::time::interval(SIBLING_POLL);
-                loop {
-                    tokio::select! {
-                        // A failed probe leaves the store unmeasured: nothing starts.
-                        _ = &mut probe => break,
-                        _ = ticks.tick() => {
-                            let Some(scheduler) = this.upgrade() else {
-                                return;
-                            };
-                            if !scheduler.adopt_session_measurements() {
-                                break;
-                            }
+            // Whichever lands first: this scan's probe, or any sibling scan's
+            // measurement of the store (every scan of a query starts at once,
+            // each with a probe of its own).
+            let mut ticks = tokio::time::interval(SIBLING_POLL);
+            loop {
+                tokio::select! {
+                    // A failed probe leaves the store unmeasured: nothing starts.
+                    _ = &mut probe => break,
+                    _ = ticks.tick() => {
+                        let Some(scheduler) = this.upgrade() else {
+                            return;
+                        };
+                        if !scheduler.adopt_session_measurements() {
+                            break;
                         }
                     }
                 }
