@@ -12,7 +12,7 @@ use datafusion::physical_expr_common::physical_expr::proto_decode::PhysicalExprD
 use datafusion::physical_expr_common::physical_expr::proto_encode::PhysicalExprEncodeCtx;
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 use datafusion_prefetch::PrefetchingParquetSource;
-use datafusion_prefetch::core::StoreProfiles;
+use datafusion_prefetch::StoreProfiles;
 use datafusion_proto::physical_plan::{
     PhysicalExtensionCodec, PhysicalPlanNodeExt, PhysicalProtoConverterExtension,
 };

@@ -16,9 +16,10 @@ use datafusion_datasource::FileRange;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
 
 use crate::config::PrefetchPolicy;
-use crate::core::{
-    Action, ChunkPages, CoreConfig, FetchId, FileLayout, PageSpan, Part, ScanCore, SliceSizing,
-    offset_index_fits, plan_slices,
+use crate::io::{layout_from_metadata, offset_index_fits};
+use crate::scheduler::{
+    Action, ChunkPages, CoreConfig, Event, FetchId, FileLayout, PageSpan, Part, ReadPlan, ScanCore,
+    SliceSizing, plan_slices,
 };
 
 /// Bytes a body decodes its choices from; past the end, every read is zero.
@@ -211,6 +212,7 @@ fn drive(input: &mut Input, layouts: Vec<Arc<FileLayout>>) {
         eager_first_read_cap: input.size(17),
         slice_target_bytes: 1 + input.size(16),
         slice_min_column_bytes: input.size(12),
+        plan_demand_requests: false,
     };
     let files = layouts.len();
     let partitions = 1 + input.upto(2) as usize;
@@ -245,95 +247,80 @@ fn drive(input: &mut Input, layouts: Vec<Arc<FileLayout>>) {
         let file = input.upto(files as u64 - 1) as usize;
         let layout = &layouts[file];
         // Reads most often: they are what moves a scan along.
-        let actions = match input.upto(15) {
+        let event = match input.upto(15) {
             0 | 1 => {
                 let partition = input.upto(partitions as u64 - 1) as usize;
                 if input.bool() {
-                    core.partition_started(partition)
+                    Event::PartitionStarted { partition }
                 } else {
                     open[file] += 1;
-                    core.reader_opened(file, partition)
+                    Event::ReaderOpened { file, partition }
                 }
             }
             2 if open[file] > 0 => {
                 open[file] -= 1;
-                core.reader_closed(file)
+                Event::ReaderClosed { file }
             }
-            3 | 4 => core.metadata_known(file, Arc::clone(layout)),
+            3 | 4 => Event::FooterKnown {
+                file,
+                layout: Arc::clone(layout),
+            },
             5 => match core.slice_plan(file) {
                 Some(plan) => {
                     let slice = input.upto(plan.slices.len() as u64 - 1) as usize;
-                    core.slice_started(file, slice)
+                    Event::SliceStarted { file, slice }
                 }
-                None => vec![],
+                None => continue,
             },
             // `auto`'s measurements (ignored by the other policies), with
             // times from a clock that only moves forward.
             7 => {
                 clock += Duration::from_micros(input.size(22));
                 match input.upto(2) {
-                    0 => {
-                        core.observe_request(input.size(26), Duration::from_micros(input.size(22)))
-                    }
-                    1 => core.read_started(file, clock),
-                    _ => core.read_finished(file, input.size(26), clock),
+                    0 => Event::RequestTimed {
+                        bytes: input.size(26),
+                        took: Duration::from_micros(input.size(22)),
+                    },
+                    1 => Event::ReadStarted { file, at: clock },
+                    _ => Event::ReadFinished {
+                        file,
+                        bytes: input.size(26),
+                        at: clock,
+                    },
                 }
-                vec![]
             }
-            8 => core.slices_for_reading(file).1,
+            8 => Event::DecodersStarting { file },
             6 => match fetches.keys().nth(input.upto(7) as usize).copied() {
-                Some(id) if input.bool() => core.fetch_failed(id),
-                Some(id) => {
-                    core.pool_refused(id);
-                    vec![]
-                }
-                None => vec![],
+                Some(id) if input.bool() => Event::FetchFailed { id },
+                Some(id) => Event::PoolRefused { id },
+                None => continue,
             },
             _ => {
                 let ranges: Vec<Range<u64>> = (0..1 + input.upto(3))
                     .map(|_| read_range(input, layout))
                     .collect();
-                let mut plan = core.plan_read(file, &ranges);
-                assert_eq!(plan.parts.len(), ranges.len());
-                let actions = std::mem::take(&mut plan.actions);
-                for action in &actions {
-                    if let Action::Fetch { id, ranges, .. } = action {
-                        fetches.insert(*id, ranges.clone());
-                    }
-                }
-                for (range, part) in ranges.iter().zip(&plan.parts) {
-                    match part {
-                        Part::Demand { index } => {
-                            assert_eq!(plan.demand.get(*index), Some(range));
-                        }
-                        Part::Staged {
-                            id,
-                            index,
-                            offset,
-                            len,
-                        } => {
-                            assert_eq!(*len, range.end - range.start);
-                            let held = fetches
-                                .get(id)
-                                .and_then(|r| r.get(*index))
-                                .unwrap_or_else(|| panic!("served from unknown fetch {id:?}"));
-                            assert_eq!(held.start + offset, range.start);
-                            assert!(offset + len <= held.end - held.start);
-                        }
-                    }
-                }
-                if let Some((id, widened)) = plan.widened {
-                    assert!(!widened.is_empty());
-                    fetches.insert(id, widened);
-                }
-                if let Some((id, positions)) = plan.retained {
-                    assert!(positions.iter().all(|p| *p < plan.demand.len()));
-                    let kept = positions.iter().map(|p| plan.demand[*p].clone()).collect();
-                    fetches.insert(id, kept);
-                }
-                actions
+                Event::ReadAsked { file, ranges }
             }
         };
+        let asked = match &event {
+            Event::ReadAsked { ranges, .. } => Some(ranges.clone()),
+            _ => None,
+        };
+        let actions = core.handle(event);
+        for action in &actions {
+            if let Action::Serve(plan) = action {
+                let ranges = asked.as_deref().expect("Serve answers a read");
+                check_served(plan, ranges, &mut fetches);
+            }
+        }
+        assert_eq!(
+            actions
+                .iter()
+                .filter(|a| matches!(a, Action::Serve(_)))
+                .count(),
+            usize::from(asked.is_some()),
+            "a read, and only a read, is answered with one Serve"
+        );
         for action in &actions {
             if let Action::Fetch { id, ranges, .. } = action {
                 fetches.insert(*id, ranges.clone());
@@ -353,10 +340,51 @@ fn drive(input: &mut Input, layouts: Vec<Arc<FileLayout>>) {
             );
         }
     }
-    core.shutdown();
+    core.handle(Event::ScanEnded);
     let stats = core.stats();
     assert_eq!(stats.staged_bytes, 0, "staged after shutdown");
     assert!(stats.bytes_wasted <= stats.bytes_fetched_ahead);
+}
+
+/// Check a read's answer part for part: demand parts point at their range,
+/// staged parts inside the fetches that hold them; and note the fetches it
+/// adds (widened, retained).
+fn check_served(
+    plan: &ReadPlan,
+    ranges: &[Range<u64>],
+    fetches: &mut BTreeMap<FetchId, Vec<Range<u64>>>,
+) {
+    assert_eq!(plan.parts.len(), ranges.len());
+    for (range, part) in ranges.iter().zip(&plan.parts) {
+        match part {
+            Part::Demand { index } => {
+                assert_eq!(plan.demand.get(*index), Some(range));
+            }
+            Part::Staged {
+                id,
+                index,
+                offset,
+                len,
+            } => {
+                assert_eq!(*len, range.end - range.start);
+                let held = fetches
+                    .get(id)
+                    .and_then(|r| r.get(*index))
+                    .unwrap_or_else(|| panic!("served from unknown fetch {id:?}"));
+                assert_eq!(held.start + offset, range.start);
+                assert!(offset + len <= held.end - held.start);
+            }
+        }
+    }
+    if let Some((id, widened)) = &plan.widened {
+        assert!(!widened.is_empty());
+        fetches.insert(*id, widened.clone());
+    }
+    if let Some((id, positions)) = &plan.retained {
+        assert!(positions.iter().all(|p| *p < plan.demand.len()));
+        let kept = positions.iter().map(|p| plan.demand[*p].clone()).collect();
+        fetches.insert(*id, kept);
+    }
 }
 
 /// A range a decoder could ask for: a chunk, a page, a dictionary page, or
@@ -407,7 +435,7 @@ pub fn scan_core(data: &[u8]) {
 /// Fuzz target `footer`: the first byte says how many bytes after it choose
 /// the scan unit, the plan's parameters and the scheduler's events; the rest
 /// is a Parquet file (a mutated real one, in practice). Its metadata and offset
-/// index, if they parse, go through [`FileLayout::from_metadata`],
+/// index, if they parse, go through the footer's conversion to a [`FileLayout`],
 /// [`plan_slices`] and a [`ScanCore`].
 pub fn footer(data: &[u8]) {
     let mut input = Input::new(data);
@@ -428,7 +456,7 @@ pub fn footer(data: &[u8]) {
         }
     });
     let with_pages = params.bool();
-    let layout = FileLayout::from_metadata(&metadata, size, range.as_ref(), None, with_pages);
+    let layout = layout_from_metadata(&metadata, size, range.as_ref(), None, with_pages);
     assert_eq!(layout.row_groups.len(), metadata.num_row_groups());
     assert_eq!(layout.row_counts.len(), layout.row_groups.len());
     for chunk in layout.row_groups.iter().flatten() {

@@ -25,27 +25,39 @@
 //! # }
 //! ```
 //!
-//! Layout of the crate, which is also the architecture (see `docs/design.md`):
-//! - [`config`]: the `prefetch.*` settings ([`PrefetchOptions`]).
-//! - [`core`]: the pure, deterministic scheduler — what to fetch, what to
-//!   release, what the budget allows. No tokio, no store.
-//! - `io`: the thin async driver that carries out the core's decisions and
-//!   serves the Parquet decoder's reads.
-//! - [`source`], [`session`], [`table`]: how it plugs into DataFusion.
-//! - [`metrics`]: what `EXPLAIN ANALYZE` and [`PrefetchStats`] report.
+//! The public API is what this page lists: [`PrefetchingParquetSource`] (the
+//! `FileSource`), [`PrefetchingParquetTable`] (a `TableProvider`), the session
+//! helpers [`enable_prefetch`] and [`prefetching_context`] with
+//! [`PrefetchScanRule`], the settings [`PrefetchOptions`], and
+//! [`PrefetchStats`] / [`prefetch_stats`] to watch scans. How it works:
+//! `docs/design.md`, which opens with a map of the modules:
+//! - `config`: the `prefetch.*` settings;
+//! - `scheduler`: the pure, deterministic scheduler — what to fetch, what to
+//!   release, what the budget allows — as one event/action protocol. No
+//!   tokio, no store, no clock;
+//! - `io`: the thin async driver that carries out the scheduler's actions
+//!   and serves the Parquet decoder's reads;
+//! - `source`, `session`, `table`, `profiles`: how it plugs into DataFusion;
+//! - `metrics`: what `EXPLAIN ANALYZE` and [`PrefetchStats`] report.
 
-pub mod config;
-pub mod core;
+mod config;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 mod io;
-pub mod metrics;
-pub mod session;
-pub mod source;
-pub mod table;
+mod metrics;
+mod profiles;
+mod scheduler;
+mod session;
+mod source;
+mod table;
 
-pub use config::{ByteSize, PrefetchOptions, PrefetchPolicy, RequestTimeout};
+pub use config::{
+    AUTO_MAX_FILE_OPEN_DEPTH, ByteSize, ByteSizeError, FIXED_POLICY_FILE_OPEN_DEPTH,
+    FIXED_POLICY_WINDOW, MAX_FILE_OPEN_DEPTH, PrefetchOptions, PrefetchPolicy, RequestTimeout,
+};
 pub use metrics::{PrefetchStats, prefetch_stats};
+pub use profiles::StoreProfiles;
 pub use session::{PrefetchScanRule, enable_prefetch, prefetching_context};
-pub use source::PrefetchingParquetSource;
+pub use source::{POOL_SHARE_DIVISOR, PrefetchingParquetSource};
 pub use table::{PrefetchingParquetTable, PrefetchingParquetTableBuilder};

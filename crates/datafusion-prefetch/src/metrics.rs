@@ -12,7 +12,7 @@ use datafusion::physical_plan::metrics::{
     Count, ExecutionPlanMetricsSet, Gauge, MetricBuilder, MetricValue, Time,
 };
 
-use crate::core::{AutoSnapshot, CoreStats};
+use crate::scheduler::{AutoSnapshot, CoreStats};
 
 /// Live counters of one [`PrefetchingParquetSource`](crate::PrefetchingParquetSource),
 /// summed over every execution of it.

@@ -15,7 +15,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 use crate::config::PrefetchOptions;
-use crate::core::StoreProfiles;
+use crate::profiles::StoreProfiles;
 use crate::source::PrefetchingParquetSource;
 
 /// A physical optimizer rule that swaps every `ParquetSource` scan for a

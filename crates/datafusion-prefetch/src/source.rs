@@ -36,12 +36,13 @@ use crate::config::{
     AUTO_MAX_FILE_OPEN_DEPTH, FIXED_POLICY_FILE_OPEN_DEPTH, FIXED_POLICY_WINDOW, PrefetchOptions,
     PrefetchPolicy,
 };
-use crate::core::{CoreConfig, FileId, MIN_COLUMN_SLICE_BYTES, ScanCore, StoreProfiles};
 use crate::io::{
-    ObservedMorselizer, PrefetchingReaderFactory, ScanScheduler, SchedulerParts, SlicingMorselizer,
-    scan_unit_id,
+    DriverParts, ObservedMorselizer, PrefetchingReaderFactory, ScanDriver, ScanUnits,
+    SlicingMorselizer,
 };
 use crate::metrics::{PrefetchStats, ScanMetrics};
+use crate::profiles::StoreProfiles;
+use crate::scheduler::{CoreConfig, FileId, MIN_COLUMN_SLICE_BYTES, ScanCore};
 
 /// A Parquet [`FileSource`] whose scans fetch bytes ahead of the decoder.
 ///
@@ -82,9 +83,9 @@ pub struct PrefetchingParquetSource {
     metadata_cache: Option<Arc<FileMetadataCache>>,
     work_stealing: bool,
     stats: Arc<PrefetchStats>,
-    /// The scheduler of the running scan, shared by its partitions; a new scan
+    /// The driver of the running scan, shared by its partitions; a new scan
     /// (a new execution) gets a new one once every stream of the last has ended.
-    running: Arc<Mutex<Weak<ScanScheduler>>>,
+    running: Arc<Mutex<Weak<ScanDriver>>>,
     /// `auto`: what was measured of each store, shared with the session's
     /// other scans when the session's rule made this source.
     profiles: Arc<StoreProfiles>,
@@ -172,22 +173,24 @@ impl PrefetchingParquetSource {
         }
     }
 
-    /// The running scan's scheduler, or a new one for `config`'s files.
-    fn scheduler(
+    /// The running scan's driver, or a new one for `config`'s files.
+    fn driver(
         &self,
         object_store: &Arc<dyn ObjectStore>,
         config: &FileScanConfig,
-    ) -> Arc<ScanScheduler> {
+    ) -> Arc<ScanDriver> {
         let mut running = self.running.lock();
-        if let Some(scheduler) = running.upgrade() {
-            return scheduler;
+        if let Some(driver) = running.upgrade() {
+            return driver;
         }
-        let files: Vec<PartitionedFile> = config
-            .file_groups
-            .iter()
-            .flat_map(|g| g.iter().cloned())
-            .collect();
-        let id_of = |file: &PartitionedFile| scan_unit_id(&files, file);
+        let units = ScanUnits::new(
+            config
+                .file_groups
+                .iter()
+                .flat_map(|g| g.iter().cloned())
+                .collect(),
+        );
+        let id_of = |file: &PartitionedFile| units.id(file);
         // Mirror how the file stream hands out files, so "the next files" are
         // the ones a partition will really open next.
         let shared_queue =
@@ -195,7 +198,7 @@ impl PrefetchingParquetSource {
         let order: Vec<Vec<FileId>> = if shared_queue {
             let queue: Vec<FileId> = self
                 .inner
-                .reorder_files(files.clone())
+                .reorder_files(units.files().to_vec())
                 .iter()
                 .filter_map(id_of)
                 .collect();
@@ -213,9 +216,10 @@ impl PrefetchingParquetSource {
         );
         let limits = StreamLimits::new(&self.options, budget, order.len());
         let window = limits.window;
+        let policy = self.options.policy();
         let core = ScanCore::new(
             CoreConfig {
-                policy: self.options.policy(),
+                policy,
                 read_ahead_window: window,
                 memory_budget: budget,
                 file_open_depth: limits.file_open_depth,
@@ -224,10 +228,17 @@ impl PrefetchingParquetSource {
                 slice_target_bytes: CoreConfig::default_slice_target(window, budget),
                 // Small windows (tests, tight budgets) still slice narrow scans.
                 slice_min_column_bytes: MIN_COLUMN_SLICE_BYTES.min(window.min(budget) / 16),
+                // `auto` with DataFusion's own reader factory: demand reads on
+                // a remote store go to the store as `auto` plans them (split
+                // when one connection's bandwidth is the limit). A custom
+                // factory keeps its reads.
+                plan_demand_requests: policy == PrefetchPolicy::Auto
+                    && self.inner.parquet_file_reader_factory().is_none(),
             },
-            files.len(),
+            units.len(),
             order,
         )
+        .with_file_sizes(units.files().iter().map(|f| f.object_meta.size))
         .with_projection(self.read_columns())
         .with_predicate(self.inner.filter().is_some());
         let store_key = config.object_store_url.as_str().to_string();
@@ -250,9 +261,9 @@ impl PrefetchingParquetSource {
             .clone()
             .unwrap_or_else(|| Arc::new(UnboundedMemoryPool::default()));
         let reservation = MemoryConsumer::new("PrefetchingParquetSource").register(&pool);
-        let scheduler = ScanScheduler::new(SchedulerParts {
+        let driver = ScanDriver::new(DriverParts {
             core,
-            files,
+            units,
             store: Arc::clone(object_store),
             inner_factory,
             metadata_size_hint: self.inner_metadata_size_hint(),
@@ -261,17 +272,15 @@ impl PrefetchingParquetSource {
             metrics: ScanMetrics::new(
                 self.inner.metrics(),
                 Arc::clone(&self.stats),
-                self.options.policy() == PrefetchPolicy::Auto,
+                policy == PrefetchPolicy::Auto,
             ),
             slicing: self.slicing(),
             request_timeout: self.options.request_timeout().duration(),
             metadata_cache: self.metadata_cache.clone(),
             profiles: Some((Arc::clone(&self.profiles), store_key)),
-            own_demand_requests: self.options.policy() == PrefetchPolicy::Auto
-                && self.inner.parquet_file_reader_factory().is_none(),
         });
-        *running = Arc::downgrade(&scheduler);
-        scheduler
+        *running = Arc::downgrade(&driver);
+        driver
     }
 
     /// Whether `streaming` (or `auto`) may cut files into slices. A scan that
@@ -347,11 +356,11 @@ impl FileSource for PrefetchingParquetSource {
                 .inner
                 .create_morselizer(object_store, base_config, partition);
         }
-        let scheduler = self.scheduler(&object_store, base_config);
-        scheduler.partition_started(partition);
+        let driver = self.driver(&object_store, base_config);
+        driver.partition_started(partition);
         let reader_factory = Arc::new(PrefetchingReaderFactory {
-            inner: scheduler.inner_factory(),
-            scheduler: Arc::clone(&scheduler),
+            inner: driver.inner_factory(),
+            driver: Arc::clone(&driver),
         });
         let inner = self
             .inner
@@ -360,12 +369,12 @@ impl FileSource for PrefetchingParquetSource {
             .create_morselizer(object_store, base_config, partition)?;
         let observed = ObservedMorselizer {
             inner,
-            scheduler: Arc::clone(&scheduler),
+            driver: Arc::clone(&driver),
         };
         if self.slicing() {
             return Ok(Box::new(SlicingMorselizer {
                 inner: Arc::new(observed),
-                scheduler,
+                driver,
                 partition,
             }));
         }

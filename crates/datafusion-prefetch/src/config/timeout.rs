@@ -12,7 +12,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use datafusion_prefetch::config::RequestTimeout;
+/// use datafusion_prefetch::RequestTimeout;
 ///
 /// let t: RequestTimeout = "30s".parse().unwrap();
 /// assert_eq!(t.duration(), Some(Duration::from_secs(30)));

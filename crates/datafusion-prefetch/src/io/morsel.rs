@@ -1,5 +1,5 @@
-//! Wraps DataFusion's Parquet morselizer so the scheduler sees the scan's output:
-//! it timestamps the first batch and keeps the scheduler alive for the stream.
+//! Wraps DataFusion's Parquet morselizer so the driver sees the scan's output:
+//! it timestamps the first batch and keeps the driver alive for the stream.
 
 use std::fmt;
 use std::sync::Arc;
@@ -11,12 +11,12 @@ use datafusion_datasource::morsel::{Morsel, MorselPlan, MorselPlanner, Morselize
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
-use super::driver::ScanScheduler;
+use super::driver::ScanDriver;
 
-/// A [`Morselizer`] that reports batches to the scan's scheduler.
+/// A [`Morselizer`] that reports batches to the scan's driver.
 pub(crate) struct ObservedMorselizer {
     pub(crate) inner: Box<dyn Morselizer>,
-    pub(crate) scheduler: Arc<ScanScheduler>,
+    pub(crate) driver: Arc<ScanDriver>,
 }
 
 impl fmt::Debug for ObservedMorselizer {
@@ -31,14 +31,14 @@ impl Morselizer for ObservedMorselizer {
     fn plan_file(&self, file: PartitionedFile) -> Result<Box<dyn MorselPlanner>> {
         Ok(Box::new(ObservedPlanner {
             inner: self.inner.plan_file(file)?,
-            scheduler: Arc::clone(&self.scheduler),
+            driver: Arc::clone(&self.driver),
         }))
     }
 }
 
 struct ObservedPlanner {
     inner: Box<dyn MorselPlanner>,
-    scheduler: Arc<ScanScheduler>,
+    driver: Arc<ScanDriver>,
 }
 
 impl fmt::Debug for ObservedPlanner {
@@ -49,17 +49,17 @@ impl fmt::Debug for ObservedPlanner {
 
 fn observe_planner(
     planner: Box<dyn MorselPlanner>,
-    scheduler: &Arc<ScanScheduler>,
+    driver: &Arc<ScanDriver>,
 ) -> Box<dyn MorselPlanner> {
     Box::new(ObservedPlanner {
         inner: planner,
-        scheduler: Arc::clone(scheduler),
+        driver: Arc::clone(driver),
     })
 }
 
 impl MorselPlanner for ObservedPlanner {
     fn plan(self: Box<Self>) -> Result<Option<MorselPlan>> {
-        let scheduler = self.scheduler;
+        let driver = self.driver;
         let Some(mut plan) = self.inner.plan()? else {
             return Ok(None);
         };
@@ -69,23 +69,23 @@ impl MorselPlanner for ObservedPlanner {
             .map(|morsel| {
                 Box::new(ObservedMorsel {
                     inner: morsel,
-                    scheduler: Arc::clone(&scheduler),
+                    driver: Arc::clone(&driver),
                 }) as Box<dyn Morsel>
             })
             .collect();
         let planners = plan
             .take_ready_planners()
             .into_iter()
-            .map(|p| observe_planner(p, &scheduler))
+            .map(|p| observe_planner(p, &driver))
             .collect();
         let mut observed = MorselPlan::new()
             .with_morsels(morsels)
             .with_planners(planners);
         if let Some(pending) = plan.take_pending_planner() {
-            let scheduler = Arc::clone(&scheduler);
+            let driver = Arc::clone(&driver);
             observed.set_pending_planner(async move {
                 let planner = pending.await?;
-                Ok(observe_planner(planner, &scheduler))
+                Ok(observe_planner(planner, &driver))
             });
         }
         Ok(Some(observed))
@@ -94,7 +94,7 @@ impl MorselPlanner for ObservedPlanner {
 
 struct ObservedMorsel {
     inner: Box<dyn Morsel>,
-    scheduler: Arc<ScanScheduler>,
+    driver: Arc<ScanDriver>,
 }
 
 impl fmt::Debug for ObservedMorsel {
@@ -105,12 +105,12 @@ impl fmt::Debug for ObservedMorsel {
 
 impl Morsel for ObservedMorsel {
     fn into_stream(self: Box<Self>) -> BoxStream<'static, Result<RecordBatch>> {
-        let scheduler = self.scheduler;
+        let driver = self.driver;
         self.inner
             .into_stream()
             .inspect(move |batch| {
                 if batch.is_ok() {
-                    scheduler.batch_produced();
+                    driver.batch_produced();
                 }
             })
             .boxed()

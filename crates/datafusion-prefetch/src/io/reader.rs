@@ -1,5 +1,5 @@
-//! The decoder's view of the scheduler: a [`ParquetFileReaderFactory`] whose
-//! readers are served by the scan's [`ScanScheduler`].
+//! The decoder's view of the driver: a [`ParquetFileReaderFactory`] whose
+//! readers are served by the scan's [`ScanDriver`].
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -14,16 +14,16 @@ use parquet::arrow::arrow_reader::ArrowReaderOptions;
 use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::file::metadata::ParquetMetaData;
 
-use super::driver::ScanScheduler;
-use crate::core::FileId;
+use super::driver::ScanDriver;
+use crate::scheduler::FileId;
 
-/// Creates readers that go through the scan's scheduler. Wraps the factory the
+/// Creates readers that go through the scan's driver. Wraps the factory the
 /// `ParquetSource` would have used, so footers, metadata caching and the
 /// per-file metrics stay exactly DataFusion's.
 #[derive(Debug)]
 pub(crate) struct PrefetchingReaderFactory {
     pub(crate) inner: Arc<dyn ParquetFileReaderFactory>,
-    pub(crate) scheduler: Arc<ScanScheduler>,
+    pub(crate) driver: Arc<ScanDriver>,
 }
 
 impl ParquetFileReaderFactory for PrefetchingReaderFactory {
@@ -34,7 +34,7 @@ impl ParquetFileReaderFactory for PrefetchingReaderFactory {
         metadata_size_hint: Option<usize>,
         metrics: &ExecutionPlanMetricsSet,
     ) -> datafusion::common::Result<Box<dyn AsyncFileReader + Send>> {
-        let file = self.scheduler.file_id(&partitioned_file);
+        let file = self.driver.file_id(&partitioned_file);
         let inner = self.inner.create_reader(
             partition_index,
             partitioned_file,
@@ -45,11 +45,11 @@ impl ParquetFileReaderFactory for PrefetchingReaderFactory {
         let Some(file) = file else {
             return Ok(inner);
         };
-        self.scheduler.reader_opened(file, partition_index);
+        self.driver.reader_opened(file, partition_index);
         Ok(Box::new(PrefetchingReader {
             inner,
             file,
-            scheduler: Arc::clone(&self.scheduler),
+            driver: Arc::clone(&self.driver),
         }))
     }
 }
@@ -58,7 +58,7 @@ impl ParquetFileReaderFactory for PrefetchingReaderFactory {
 struct PrefetchingReader {
     inner: Box<dyn AsyncFileReader + Send>,
     file: FileId,
-    scheduler: Arc<ScanScheduler>,
+    driver: Arc<ScanDriver>,
 }
 
 impl AsyncFileReader for PrefetchingReader {
@@ -75,7 +75,7 @@ impl AsyncFileReader for PrefetchingReader {
         ranges: Vec<Range<u64>>,
     ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
         async move {
-            self.scheduler
+            self.driver
                 .read(self.file, self.inner.as_mut(), ranges)
                 .await
         }
@@ -87,7 +87,7 @@ impl AsyncFileReader for PrefetchingReader {
         options: Option<&'a ArrowReaderOptions>,
     ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
         async move {
-            self.scheduler
+            self.driver
                 .metadata(self.file, self.inner.as_mut(), options)
                 .await
         }
@@ -97,6 +97,6 @@ impl AsyncFileReader for PrefetchingReader {
 
 impl Drop for PrefetchingReader {
     fn drop(&mut self) {
-        self.scheduler.reader_closed(self.file);
+        self.driver.reader_closed(self.file);
     }
 }

@@ -18,13 +18,13 @@ use datafusion_datasource::morsel::{MorselPlan, MorselPlanner, Morselizer};
 use datafusion_datasource_parquet::{ParquetAccessPlan, RowGroupAccess};
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 
-use super::driver::ScanScheduler;
-use crate::core::{FileId, PartitionId, SlicePlan};
+use super::driver::ScanDriver;
+use crate::scheduler::{FileId, PartitionId, SlicePlan};
 
 /// A [`Morselizer`] that reads files with an offset index slice by slice.
 pub(crate) struct SlicingMorselizer {
     pub(crate) inner: Arc<dyn Morselizer>,
-    pub(crate) scheduler: Arc<ScanScheduler>,
+    pub(crate) driver: Arc<ScanDriver>,
     pub(crate) partition: PartitionId,
 }
 
@@ -38,15 +38,15 @@ impl fmt::Debug for SlicingMorselizer {
 
 impl Morselizer for SlicingMorselizer {
     fn plan_file(&self, file: PartitionedFile) -> Result<Box<dyn MorselPlanner>> {
-        let Some(id) = self.scheduler.file_id(&file) else {
+        let Some(id) = self.driver.file_id(&file) else {
             return self.inner.plan_file(file);
         };
         // Held until the last slice is planned, so the file stays open (and its
         // staged pages staged) between one slice's decoder and the next.
-        let hold = FileHold::new(&self.scheduler, id, self.partition);
+        let hold = FileHold::new(&self.driver, id, self.partition);
         Ok(Box::new(SlicingPlanner {
             inner: Arc::clone(&self.inner),
-            scheduler: Arc::clone(&self.scheduler),
+            driver: Arc::clone(&self.driver),
             file,
             id,
             partition: self.partition,
@@ -55,17 +55,17 @@ impl Morselizer for SlicingMorselizer {
     }
 }
 
-/// Keeps a file open in the scheduler while its slices are being planned.
+/// Keeps a file open in the driver while its slices are being planned.
 struct FileHold {
-    scheduler: Arc<ScanScheduler>,
+    driver: Arc<ScanDriver>,
     file: FileId,
 }
 
 impl FileHold {
-    fn new(scheduler: &Arc<ScanScheduler>, file: FileId, partition: PartitionId) -> Self {
-        scheduler.reader_opened(file, partition);
+    fn new(driver: &Arc<ScanDriver>, file: FileId, partition: PartitionId) -> Self {
+        driver.reader_opened(file, partition);
         Self {
-            scheduler: Arc::clone(scheduler),
+            driver: Arc::clone(driver),
             file,
         }
     }
@@ -73,7 +73,7 @@ impl FileHold {
 
 impl Drop for FileHold {
     fn drop(&mut self) {
-        self.scheduler.reader_closed(self.file);
+        self.driver.reader_closed(self.file);
     }
 }
 
@@ -81,7 +81,7 @@ impl Drop for FileHold {
 /// read once and shared with the decoders), then plan them in order.
 struct SlicingPlanner {
     inner: Arc<dyn Morselizer>,
-    scheduler: Arc<ScanScheduler>,
+    driver: Arc<ScanDriver>,
     file: PartitionedFile,
     id: FileId,
     partition: PartitionId,
@@ -100,11 +100,11 @@ impl MorselPlanner for SlicingPlanner {
     fn plan(self: Box<Self>) -> Result<Option<MorselPlan>> {
         let this = *self;
         Ok(Some(MorselPlan::new().with_pending_planner(async move {
-            let slices = this.scheduler.slices(this.id, this.partition).await;
+            let slices = this.driver.slices(this.id, this.partition).await;
             let planner: Box<dyn MorselPlanner> = match slices {
                 Some(plan) => Box::new(SliceSequence {
                     inner: this.inner,
-                    scheduler: this.scheduler,
+                    driver: this.driver,
                     id: this.id,
                     current: VecDeque::new(),
                     rest: slice_units(&plan),
@@ -116,7 +116,7 @@ impl MorselPlanner for SlicingPlanner {
                 _ => Box::new(SliceSequence {
                     current: VecDeque::from([this.inner.plan_file(this.file.clone())?]),
                     inner: this.inner,
-                    scheduler: this.scheduler,
+                    driver: this.driver,
                     id: this.id,
                     rest: VecDeque::new(),
                     row_counts: vec![],
@@ -175,7 +175,7 @@ fn units_file(file: &PartitionedFile, row_counts: &[u64], units: &[SliceUnit]) -
 /// previous stream ends, so slices decode in order.
 struct SliceSequence {
     inner: Arc<dyn Morselizer>,
-    scheduler: Arc<ScanScheduler>,
+    driver: Arc<ScanDriver>,
     id: FileId,
     /// Planners of the slice being opened, in the order the stream would run them.
     current: VecDeque<Box<dyn MorselPlanner>>,
@@ -209,10 +209,10 @@ impl MorselPlanner for SliceSequence {
                     // A plan that over-predicts (page-index pruning, a dynamic
                     // filter) is dropped: one decoder reads the rest, as stock.
                     let mut units = vec![unit];
-                    if this.scheduler.slices_mispredicted(this.id) {
+                    if this.driver.slices_mispredicted(this.id) {
                         units.extend(this.rest.drain(..));
                     }
-                    this.scheduler.slice_started(this.id, index);
+                    this.driver.slice_started(this.id, index);
                     let file = units_file(&this.file, &this.row_counts, &units);
                     this.inner.plan_file(file)?
                 }

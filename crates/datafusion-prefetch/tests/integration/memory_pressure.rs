@@ -14,7 +14,7 @@ use datafusion::arrow::compute::concat_batches;
 use datafusion::execution::memory_pool::{
     FairSpillPool, GreedyMemoryPool, MemoryConsumer, MemoryPool,
 };
-use datafusion_prefetch::source::POOL_SHARE_DIVISOR;
+use datafusion_prefetch::POOL_SHARE_DIVISOR;
 use datafusion_prefetch::{PrefetchPolicy, PrefetchStats, prefetch_stats};
 
 use crate::pools::TrackingPool;

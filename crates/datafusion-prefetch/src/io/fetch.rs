@@ -1,8 +1,9 @@
-//! `auto`: carrying out a [`RequestPlan`] — one GET per planned request, all
-//! in flight at once, each timed for the tuner — and cutting the bodies back
-//! into the ranges the plan was made for.
+//! Requests to the store: counting them, and under `auto` carrying out a
+//! [`RequestPlan`] — one GET per planned request, all in flight at once, each
+//! timed for the tuner — and cutting the bodies back into the ranges the
+//! plan was made for.
 
-use std::sync::Weak;
+use std::ops::Range;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
@@ -10,16 +11,35 @@ use futures::future::try_join_all;
 use object_store::path::Path;
 use object_store::{GetOptions, ObjectStore};
 
-use super::driver::ScanScheduler;
-use crate::core::RequestPlan;
+use super::sink::{Reports, report};
+use crate::metrics::ScanMetrics;
+use crate::scheduler::{Event, RequestPlan};
+
+/// Count the store requests that fetch `ranges`: one per request of `plan`
+/// when the scheduler planned them, else one (`get_ranges`, or a reader's
+/// `get_byte_ranges`, is one request as far as the caller can tell).
+pub(crate) fn count_requests(
+    metrics: &ScanMetrics,
+    ranges: &[Range<u64>],
+    plan: Option<&RequestPlan>,
+) {
+    match plan {
+        Some(plan) => {
+            for request in &plan.requests {
+                metrics.request(request.end - request.start);
+            }
+        }
+        None => metrics.request(ranges.iter().map(|r| r.end - r.start).sum()),
+    }
+}
 
 /// Fetch the plan's requests in parallel and return one buffer per range the
 /// plan was made for, in order.
-pub(crate) async fn fetch(
+pub(crate) async fn fetch_planned(
     store: &dyn ObjectStore,
     location: &Path,
     plan: &RequestPlan,
-    scheduler: &Weak<ScanScheduler>,
+    sink: &Reports,
 ) -> object_store::Result<Vec<Bytes>> {
     let bodies = try_join_all(plan.requests.iter().map(|request| async move {
         let started = Instant::now();
@@ -40,9 +60,14 @@ pub(crate) async fn fetch(
                 .into(),
             });
         }
-        if let Some(scheduler) = scheduler.upgrade() {
-            scheduler.observe_transfer(expected, first_byte, started.elapsed());
-        }
+        report(
+            sink,
+            Event::TransferTimed {
+                bytes: expected,
+                first_byte,
+                took: started.elapsed(),
+            },
+        );
         Ok(body)
     }))
     .await?;
@@ -76,7 +101,7 @@ fn assemble(plan: &RequestPlan, bodies: &[Bytes]) -> Vec<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::plan_requests;
+    use crate::scheduler::plan_requests;
 
     #[test]
     fn split_and_merged_ranges_come_back_whole() {

@@ -255,7 +255,7 @@ fn cut_points(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::layout::{ChunkPages, PageSpan};
+    use crate::scheduler::{ChunkPages, PageSpan};
 
     /// A column chunk starting at `start`: an optional dictionary page of
     /// `dictionary` bytes, then pages of the given (rows, bytes).

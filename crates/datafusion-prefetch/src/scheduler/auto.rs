@@ -13,10 +13,8 @@
 //! `rtt + n / bandwidth`, where `bandwidth` is what one connection sustains
 //! and requests on separate connections run in parallel.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
-
-use parking_lot::Mutex;
 
 /// How many recent samples each estimate looks at: enough to ride out one
 /// slow request, few enough to follow a store whose latency changes.
@@ -113,11 +111,6 @@ fn median(values: Vec<f64>) -> Option<f64> {
 }
 
 impl AutoTuner {
-    /// A tuner that has measured nothing yet.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// A request whose largest range was `bytes` long took `took` from being
     /// issued to its last byte. Footer reads and demand reads count too: they
     /// are all round trips to the same store.
@@ -312,38 +305,6 @@ impl AutoTuner {
     }
 }
 
-/// What `auto` measured of each object store, kept for a session so that its
-/// later scans start from the store's measured round trip and bandwidth
-/// rather than from the defaults (and need no probe). Keyed by the scan's
-/// object store URL (`s3://bucket`).
-#[derive(Debug, Default)]
-pub struct StoreProfiles {
-    by_store: Mutex<HashMap<String, AutoTuner>>,
-}
-
-impl StoreProfiles {
-    /// No store measured yet.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// A tuner for a new scan of `store`: its measurements so far, if any.
-    pub fn tuner_for(&self, store: &str) -> AutoTuner {
-        self.by_store
-            .lock()
-            .get(store)
-            .map(AutoTuner::store_measurements)
-            .unwrap_or_default()
-    }
-
-    /// Keep what `tuner` has measured of `store` for the session's next scans.
-    pub fn record(&self, store: &str, tuner: &AutoTuner) {
-        self.by_store
-            .lock()
-            .insert(store.to_string(), tuner.store_measurements());
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,7 +334,7 @@ mod tests {
 
     #[test]
     fn before_measuring_the_store_is_assumed_remote_and_typical() {
-        let tuner = AutoTuner::new();
+        let tuner = AutoTuner::default();
         assert!(tuner.remote());
         // 200 MiB/s x (2 x 30 ms + 8 MiB / 100 MiB/s) x 2 = 56 MiB.
         assert_eq!(tuner.lead_bytes() / MIB, 56);
@@ -384,7 +345,7 @@ mod tests {
 
     #[test]
     fn fast_store_reads_like_off() {
-        let mut tuner = AutoTuner::new();
+        let mut tuner = AutoTuner::default();
         feed_store(&mut tuner, Duration::from_micros(200), 2e9, &MIXED);
         feed_decoder(&mut tuner, 500e6, 8 * MIB, 4);
         assert!(!tuner.remote());
@@ -394,7 +355,7 @@ mod tests {
 
     #[test]
     fn slow_store_is_measured_within_a_few_requests() {
-        let mut tuner = AutoTuner::new();
+        let mut tuner = AutoTuner::default();
         let bandwidth = 100.0 * MIB as f64;
         feed_store(&mut tuner, ms(50), bandwidth, &MIXED);
         let rtt = tuner.rtt().unwrap().as_secs_f64();
@@ -418,8 +379,8 @@ mod tests {
     fn first_byte_timing_tells_a_round_trip_from_a_transfer() {
         // A local disk under load: 8 MiB reads take 6 ms, their first byte
         // 300 us. A remote store: first byte after 40 ms, 100 MiB/s.
-        let mut local = AutoTuner::new();
-        let mut remote = AutoTuner::new();
+        let mut local = AutoTuner::default();
+        let mut remote = AutoTuner::default();
         for _ in 0..4 {
             local.observe_transfer(8 * MIB, Duration::from_micros(300), ms(6));
             remote.observe_transfer(8 * MIB, ms(40), ms(120));
@@ -436,8 +397,8 @@ mod tests {
         // reading 8 MiB in 3 ms is local; a store answering after 40 ms and
         // sending 200 MiB/s (faster than the assumed 100 MiB/s, so the
         // transfer estimate swallows the round trip) stays remote.
-        let mut disk = AutoTuner::new();
-        let mut store = AutoTuner::new();
+        let mut disk = AutoTuner::default();
+        let mut store = AutoTuner::default();
         for _ in 0..4 {
             disk.observe_request(8 * MIB, ms(3));
             store.observe_request(8 * MIB, ms(80));
@@ -450,7 +411,7 @@ mod tests {
     fn a_local_disk_queueing_under_load_stays_local() {
         // Most reads wait 20 ms for a busy machine's blocking threads; some
         // are answered at once. A remote store answers none that fast.
-        let mut tuner = AutoTuner::new();
+        let mut tuner = AutoTuner::default();
         for i in 0..SAMPLES {
             let took = if i % 4 == 0 {
                 Duration::from_micros(400)
@@ -463,22 +424,8 @@ mod tests {
     }
 
     #[test]
-    fn a_session_keeps_store_measurements_not_decoder_ones() {
-        let profiles = StoreProfiles::new();
-        assert!(!profiles.tuner_for("s3://bucket").has_measured());
-        let mut tuner = AutoTuner::new();
-        feed_store(&mut tuner, ms(40), 100.0 * MIB as f64, &MIXED);
-        feed_decoder(&mut tuner, 5.0 * MIB as f64, 8 * MIB, 4);
-        profiles.record("s3://bucket", &tuner);
-        let next = profiles.tuner_for("s3://bucket");
-        assert_eq!(next.rtt(), tuner.rtt());
-        assert_eq!(next.decode_rate(), None);
-        assert!(!profiles.tuner_for("s3://other").has_measured());
-    }
-
-    #[test]
     fn unlimited_bandwidth_never_splits() {
-        let mut tuner = AutoTuner::new();
+        let mut tuner = AutoTuner::default();
         feed_store(&mut tuner, ms(100), 1e15, &MIXED);
         assert_eq!(tuner.split_bytes(256 * MIB), None);
         assert_eq!(tuner.merge_gap(), MAX_MERGE_GAP);
@@ -486,7 +433,7 @@ mod tests {
 
     #[test]
     fn lead_follows_the_decoder() {
-        let mut fast = AutoTuner::new();
+        let mut fast = AutoTuner::default();
         feed_store(&mut fast, ms(50), 100.0 * MIB as f64, &MIXED);
         let mut slow = fast.clone();
         feed_decoder(&mut fast, 400.0 * MIB as f64, 8 * MIB, 8);
@@ -500,7 +447,7 @@ mod tests {
 
     #[test]
     fn stalled_consumer_shrinks_the_lead() {
-        let mut tuner = AutoTuner::new();
+        let mut tuner = AutoTuner::default();
         feed_store(&mut tuner, ms(50), 100.0 * MIB as f64, &MIXED);
         feed_decoder(&mut tuner, 200.0 * MIB as f64, 8 * MIB, 8);
         let pulling = tuner.lead_bytes();
@@ -519,7 +466,7 @@ mod tests {
 
     #[test]
     fn one_latency_spike_moves_nothing_a_lasting_change_does() {
-        let mut tuner = AutoTuner::new();
+        let mut tuner = AutoTuner::default();
         let bandwidth = 100.0 * MIB as f64;
         feed_store(&mut tuner, ms(30), bandwidth, &[4096; 10]);
         feed_decoder(&mut tuner, 200.0 * MIB as f64, 8 * MIB, 4);

@@ -1,0 +1,148 @@
+//! The scan's background fetches: started when the scheduler admits them,
+//! awaited by the readers served from them, stopped when released unserved
+//! or abandoned.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use object_store::ObjectStore;
+use object_store::path::Path;
+use parking_lot::Mutex;
+use tokio::task::AbortHandle;
+
+use super::fetch::fetch_planned;
+use super::sink::{Reports, report};
+use super::tasks::{SharedResult, Slot};
+use crate::metrics::TaskGuard;
+use crate::scheduler::{Event, FetchId, Part, RequestPlan};
+
+/// A fetch's buffers, one per range, in the order of its ranges.
+pub(crate) type Buffers = Arc<Vec<Bytes>>;
+
+/// The least a reader waits for a read-ahead before fetching the bytes itself.
+const MIN_STALL_WAIT: Duration = Duration::from_secs(2);
+
+/// The background fetches of one scan.
+pub(crate) struct Fetches {
+    store: Arc<dyn ObjectStore>,
+    slots: Mutex<HashMap<FetchId, Slot<Buffers>>>,
+    /// Released fetches still landing for a reader that was served from them.
+    landing: Mutex<HashMap<FetchId, AbortHandle>>,
+    /// The longest a fetch has taken, to tell a slow one from a stalled one.
+    slowest_micros: Arc<AtomicU64>,
+}
+
+impl Fetches {
+    /// No fetches yet, of objects in `store`.
+    pub(crate) fn new(store: Arc<dyn ObjectStore>) -> Self {
+        Self {
+            store,
+            slots: Mutex::default(),
+            landing: Mutex::default(),
+            slowest_micros: Arc::default(),
+        }
+    }
+
+    /// Start fetch `id` of `ranges` of `location`: one `get_ranges` call, or
+    /// under `auto` the GETs of its request plan. A failure is reported to
+    /// `sink` (the pieces go to demand reads).
+    pub(crate) fn spawn(
+        &self,
+        id: FetchId,
+        location: Path,
+        ranges: Vec<Range<u64>>,
+        requests: Option<RequestPlan>,
+        guard: TaskGuard,
+        sink: Reports,
+    ) {
+        let store = Arc::clone(&self.store);
+        let slowest = Arc::clone(&self.slowest_micros);
+        let slot = Slot::spawn("prefetch task", async move {
+            let _guard = guard;
+            let started = Instant::now();
+            let fetched = match requests {
+                Some(plan) => fetch_planned(store.as_ref(), &location, &plan, &sink).await,
+                None => store.get_ranges(&location, &ranges).await,
+            };
+            match fetched {
+                Ok(bytes) => {
+                    let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                    slowest.fetch_max(micros, Ordering::Relaxed);
+                    Ok(Arc::new(bytes))
+                }
+                Err(e) => {
+                    report(&sink, Event::FetchFailed { id });
+                    Err(Arc::new(format!("prefetch of {location} failed: {e}")))
+                }
+            }
+        });
+        self.slots.lock().insert(id, slot);
+    }
+
+    /// Keep buffers that came with a demand read (widened or retained
+    /// ranges) under `id`.
+    pub(crate) fn insert_ready(&self, id: FetchId, buffers: Vec<Bytes>) {
+        self.slots.lock().insert(id, Slot::ready(Arc::new(buffers)));
+    }
+
+    /// The fetches `parts` are served from, to await. Taken when the read is
+    /// planned: serving a piece whole releases its fetch, and the release
+    /// drops the scan's handle on it.
+    pub(crate) fn serving(&self, parts: &[Part]) -> HashMap<FetchId, SharedResult<Buffers>> {
+        let slots = self.slots.lock();
+        parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Staged { id, .. } => slots.get(id).map(|s| (*id, s.result.clone())),
+                Part::Demand { .. } => None,
+            })
+            .collect()
+    }
+
+    /// The scheduler is done with fetch `id`. Unserved (`abort`), a request
+    /// still in flight is stopped; otherwise a reader may be awaiting it: it
+    /// lands, but stays stoppable by a stall or the scan's end.
+    pub(crate) fn release(&self, id: FetchId, abort: bool) {
+        let Some(handle) = self.slots.lock().remove(&id).and_then(|s| s.abort) else {
+            return;
+        };
+        if abort {
+            handle.abort();
+        } else {
+            let mut landing = self.landing.lock();
+            landing.retain(|_, h| !h.is_finished());
+            landing.insert(id, handle);
+        }
+    }
+
+    /// Stop fetch `id`, which a reader gave up waiting for, wherever it is.
+    pub(crate) fn abandon(&self, id: FetchId) {
+        let landing = self.landing.lock().remove(&id);
+        let staged = self.slots.lock().get(&id).and_then(|s| s.abort.clone());
+        for handle in landing.into_iter().chain(staged) {
+            handle.abort();
+        }
+    }
+
+    /// How long a reader waits for a read-ahead before reading the bytes
+    /// itself: four times the slowest read-ahead so far, at least
+    /// [`MIN_STALL_WAIT`].
+    pub(crate) fn patience(&self) -> Duration {
+        let slowest = Duration::from_micros(self.slowest_micros.load(Ordering::Relaxed));
+        MIN_STALL_WAIT.max(slowest * 4)
+    }
+
+    /// Stop everything (the scan is over).
+    pub(crate) fn stop_all(&self) {
+        for (_, slot) in self.slots.lock().drain() {
+            slot.stop();
+        }
+        for (_, handle) in self.landing.lock().drain() {
+            handle.abort();
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! Serving the decoder: its footer (read ahead, or through the wrapped
+//! reader), the slices it reads a file in, and its byte ranges — from staged
+//! buffers where the scheduler says so, with one demand request for the
+//! rest. A read-ahead that failed or stalled never fails a read: its bytes
+//! are fetched on demand instead.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::async_reader::AsyncFileReader;
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
+
+use super::driver::{ScanDriver, Served};
+use super::fetch::{count_requests, fetch_planned};
+use super::fetches::Buffers;
+use super::footer_layout::layout_of;
+use super::read_error;
+use super::sink::EventSink;
+use super::tasks::SharedResult;
+use crate::scheduler::{
+    Event, FetchId, FileId, Part, PartitionId, ReadPlan, SlicePlan, starts_past_the_end,
+};
+
+type ReadResult<T> = parquet::errors::Result<T>;
+
+impl ScanDriver {
+    /// The footer of `file`, from a read-ahead if one ran, else from `reader`.
+    pub(crate) async fn metadata(
+        &self,
+        file: FileId,
+        reader: &mut (dyn AsyncFileReader + Send),
+        options: Option<&ArrowReaderOptions>,
+    ) -> ReadResult<Arc<ParquetMetaData>> {
+        let ahead = match self.footers.get(file) {
+            Some(ahead) => self.await_ahead(ahead).await,
+            None => None,
+        };
+        let wants_page_index = options
+            .map(|o| o.column_index_policy() != PageIndexPolicy::Skip)
+            .unwrap_or(false);
+        if let Some(metadata) = ahead
+            && (!wants_page_index
+                || (metadata.column_index().is_some() && metadata.offset_index().is_some()))
+        {
+            return Ok(metadata);
+        }
+        let metadata = reader.get_metadata(options).await?;
+        if !self.view(|core| core.reads_like_off(file)) {
+            let layout = Arc::new(layout_of(&metadata, self.units.file(file), self.slicing));
+            self.apply([Event::FooterKnown { file, layout }]);
+        }
+        Ok(metadata)
+    }
+
+    /// The slices `file` is read in, once its footer and offset index are
+    /// known; `None` reads it at row-group granularity (no offset index, the
+    /// footer read failed or stalled — the decoder then reads the footer
+    /// itself and reports any error as DataFusion would).
+    pub(crate) async fn slices(
+        &self,
+        file: FileId,
+        partition: PartitionId,
+    ) -> Option<Arc<SlicePlan>> {
+        if !self.slicing {
+            return None;
+        }
+        self.probe_store(file).await;
+        if self.view(|core| core.slices_files()) {
+            let footer = match self.footers.get(file) {
+                Some(footer) => footer,
+                None => {
+                    self.open_ahead(file, partition);
+                    self.footers.get(file)?
+                }
+            };
+            self.await_ahead(footer).await?;
+        }
+        self.apply([Event::DecodersStarting { file }]);
+        self.slice_plan(file)
+    }
+
+    /// Serve a decoder's request: staged buffers where they cover it, one
+    /// demand request (widened under `batched`) for the rest.
+    pub(crate) async fn read(
+        &self,
+        file: FileId,
+        reader: &mut (dyn AsyncFileReader + Send),
+        ranges: Vec<Range<u64>>,
+    ) -> ReadResult<Vec<Bytes>> {
+        if self.view(|core| core.reads_like_off(file)) {
+            return self.read_like_off(file, reader, ranges).await;
+        }
+        let started = Instant::now();
+        let at = self.started.elapsed();
+        let asked = [
+            Event::ReadStarted { file, at },
+            Event::ReadAsked {
+                file,
+                ranges: ranges.clone(),
+            },
+        ];
+        let Served { plan, staged } = self.apply(asked).expect("a read is served");
+        let demanded = match self.fetch_demand(file, reader, &plan).await {
+            Ok(demanded) => demanded,
+            Err(e) => {
+                // The widened and retained ranges rode on the failed request.
+                let ridden = plan.widened.iter().map(|w| w.0);
+                for id in ridden.chain(plan.retained.iter().map(|r| r.0)) {
+                    self.apply([Event::FetchFailed { id }]);
+                }
+                self.metrics.io_wait(started.elapsed());
+                return Err(self.read_error(file, &plan.demand, e));
+            }
+        };
+        let out = self
+            .assemble(file, reader, &ranges, &plan, &staged, &demanded)
+            .await?;
+        self.metrics.io_wait(started.elapsed());
+        let bytes: u64 = out.iter().map(|b| b.len() as u64).sum();
+        let at = self.started.elapsed();
+        self.apply([Event::ReadFinished { file, bytes, at }]);
+        Ok(out)
+    }
+
+    /// Fetch what the plan demands (and widens), in one request through the
+    /// wrapped reader, or as the scheduler planned the requests; keep the
+    /// widened and retained buffers it brings.
+    async fn fetch_demand(
+        &self,
+        file: FileId,
+        reader: &mut (dyn AsyncFileReader + Send),
+        plan: &ReadPlan,
+    ) -> ReadResult<Vec<Bytes>> {
+        let mut request = plan.demand.clone();
+        if let Some((_, widened)) = &plan.widened {
+            request.extend(widened.iter().cloned());
+        }
+        if request.is_empty() {
+            return Ok(vec![]);
+        }
+        if let Some(range) = &plan.refused {
+            return Err(self.refusal(file, range));
+        }
+        count_requests(&self.metrics, &request, plan.demand_requests.as_ref());
+        let lengths: Vec<u64> = request.iter().map(|r| r.end - r.start).collect();
+        let mut fetched = match &plan.demand_requests {
+            Some(requests) => {
+                let location = &self.units.file(file).object_meta.location;
+                let sink = self.sink();
+                let planned = fetch_planned(self.store.as_ref(), location, requests, &sink);
+                self.demand(async {
+                    planned
+                        .await
+                        .map_err(|e| ParquetError::External(Box::new(e)))
+                })
+                .await?
+            }
+            None => {
+                let asked = Instant::now();
+                let fetched = self.demand(reader.get_byte_ranges(request)).await?;
+                // Ranges of one demand read travel in parallel: the largest
+                // one sets its time.
+                let bytes = lengths.iter().copied().max().unwrap_or(0);
+                let took = asked.elapsed();
+                self.report(Event::RequestTimed { bytes, took });
+                fetched
+            }
+        };
+        let whole = fetched.len() == lengths.len()
+            && fetched
+                .iter()
+                .zip(&lengths)
+                .all(|(b, l)| b.len() as u64 == *l);
+        if !whole {
+            return Err(ParquetError::General(format!(
+                "the store returned {} buffers of {:?} bytes for ranges of {lengths:?} bytes",
+                fetched.len(),
+                fetched.iter().map(Bytes::len).collect::<Vec<_>>()
+            )));
+        }
+        if let Some((id, _)) = &plan.widened {
+            let widened = fetched.split_off(plan.demand.len());
+            self.fetches.insert_ready(*id, widened);
+        }
+        if let Some((id, positions)) = &plan.retained {
+            self.retain(*id, positions, &fetched);
+        }
+        Ok(fetched)
+    }
+
+    /// Each requested range's bytes, in order: a slice of a staged buffer or
+    /// of the demand read. A staged buffer that failed, was cancelled or
+    /// stalled is fetched on demand instead.
+    async fn assemble(
+        &self,
+        file: FileId,
+        reader: &mut (dyn AsyncFileReader + Send),
+        ranges: &[Range<u64>],
+        plan: &ReadPlan,
+        staged: &HashMap<FetchId, SharedResult<Buffers>>,
+        demanded: &[Bytes],
+    ) -> ReadResult<Vec<Bytes>> {
+        let mut out = Vec::with_capacity(ranges.len());
+        for (range, part) in ranges.iter().zip(&plan.parts) {
+            let bytes = match part {
+                Part::Demand { index } => demanded[*index].clone(),
+                Part::Staged {
+                    id,
+                    index,
+                    offset,
+                    len,
+                } => {
+                    let landed = match staged.get(id) {
+                        Some(fetch) => self.await_ahead(fetch.clone()).await,
+                        None => None,
+                    };
+                    // A buffer shorter than its range (a misbehaving store) is
+                    // treated like a failed prefetch rather than sliced out of bounds.
+                    let (start, end) = (*offset as usize, (*offset + *len) as usize);
+                    let slice = landed
+                        .as_ref()
+                        .and_then(|buffers| buffers.get(*index))
+                        .filter(|buffer| buffer.len() >= end)
+                        .map(|buffer| buffer.slice(start..end));
+                    match slice {
+                        Some(bytes) => bytes,
+                        None => {
+                            self.fetches.abandon(*id);
+                            self.metrics.request(range.end - range.start);
+                            self.demand(reader.get_bytes(range.clone()))
+                                .await
+                                .map_err(|e| {
+                                    self.read_error(file, std::slice::from_ref(range), e)
+                                })?
+                        }
+                    }
+                }
+            };
+            out.push(bytes);
+        }
+        Ok(out)
+    }
+
+    /// `auto` on a local store: the decoder's own read, untouched, only timed
+    /// (so a store that turns slow is noticed).
+    async fn read_like_off(
+        &self,
+        file: FileId,
+        reader: &mut (dyn AsyncFileReader + Send),
+        ranges: Vec<Range<u64>>,
+    ) -> ReadResult<Vec<Bytes>> {
+        let size = self.units.file(file).object_meta.size;
+        if let Some(range) = starts_past_the_end(size, &ranges) {
+            return Err(self.read_error(file, &ranges, self.refusal(file, &range)));
+        }
+        let bytes = ranges.iter().map(|r| r.end - r.start).max().unwrap_or(0);
+        count_requests(&self.metrics, &ranges, None);
+        let asked = Instant::now();
+        match self.demand(reader.get_byte_ranges(ranges.clone())).await {
+            Ok(fetched) => {
+                let took = asked.elapsed();
+                self.report(Event::RequestTimed { bytes, took });
+                self.metrics.io_wait(took);
+                Ok(fetched)
+            }
+            Err(e) => Err(self.read_error(file, &ranges, e)),
+        }
+    }
+
+    /// Keep demanded pages a later slice reads staged under `id` (the
+    /// scheduler has admitted them), once the pool agrees.
+    fn retain(&self, id: FetchId, positions: &[usize], fetched: &[Bytes]) {
+        let kept: Vec<Bytes> = positions.iter().map(|&i| fetched[i].clone()).collect();
+        let bytes: u64 = kept.iter().map(|b| b.len() as u64).sum();
+        if !self.reservation.try_reserve(bytes) {
+            self.apply([Event::PoolRefused { id }]);
+            return;
+        }
+        self.fetches.insert_ready(id, kept);
+    }
+
+    /// Wait for a read-ahead, but not forever: after the fetches' patience
+    /// the reader gives up on it and reads the bytes itself. `None` if it
+    /// failed or stalled.
+    async fn await_ahead<T: Clone>(&self, ahead: SharedResult<T>) -> Option<T> {
+        match tokio::time::timeout(self.fetches.patience(), ahead).await {
+            Ok(result) => result.ok(),
+            Err(_) => {
+                self.metrics.stalled_read_ahead();
+                None
+            }
+        }
+    }
+
+    /// A demand read, within `prefetch.request_timeout` if one is set.
+    async fn demand<T>(&self, read: impl Future<Output = ReadResult<T>>) -> ReadResult<T> {
+        match self.request_timeout {
+            None => read.await,
+            Some(limit) => tokio::time::timeout(limit, read).await.unwrap_or_else(|_| {
+                Err(ParquetError::General(format!(
+                    "no answer within prefetch.request_timeout ({limit:?})"
+                )))
+            }),
+        }
+    }
+
+    /// A demand read failed: say which file and bytes, whatever the store said.
+    fn read_error(&self, file: FileId, ranges: &[Range<u64>], error: ParquetError) -> ParquetError {
+        let location = &self.units.file(file).object_meta.location;
+        let ranges: Vec<String> = ranges
+            .iter()
+            .map(|r| format!("{}..{}", r.start, r.end))
+            .collect();
+        read_error::reading(
+            format!("reading {location} bytes [{}]", ranges.join(", ")),
+            error,
+        )
+    }
+
+    /// A range that starts past the end of `file` (a corrupt footer),
+    /// refused as a store refuses it rather than asked for.
+    fn refusal(&self, file: FileId, range: &Range<u64>) -> ParquetError {
+        let size = self.units.file(file).object_meta.size;
+        read_error::refused(format!(
+            "range {}..{} starts past the end of the file ({size} bytes)",
+            range.start, range.end
+        ))
+    }
+}

@@ -1,0 +1,78 @@
+//! The scan's files and their ids: each scan unit (an object, or a byte range
+//! of one) is known by its position in the scan's file list.
+
+use std::collections::HashMap;
+
+use datafusion_datasource::PartitionedFile;
+use object_store::path::Path;
+
+use crate::scheduler::FileId;
+
+/// What tells two scan units apart: the object and the byte range.
+type UnitKey = (Path, Option<(i64, i64)>);
+
+fn key(file: &PartitionedFile) -> UnitKey {
+    (
+        file.object_meta.location.clone(),
+        file.range.as_ref().map(|r| (r.start, r.end)),
+    )
+}
+
+/// A scan's files, by [`FileId`], with a map back from each file to its id
+/// (so setting up a scan of many files is linear in their number).
+#[derive(Debug)]
+pub(crate) struct ScanUnits {
+    files: Vec<PartitionedFile>,
+    ids: HashMap<UnitKey, FileId>,
+}
+
+impl ScanUnits {
+    pub(crate) fn new(files: Vec<PartitionedFile>) -> Self {
+        let mut ids = HashMap::with_capacity(files.len());
+        for (id, file) in files.iter().enumerate() {
+            // A unit listed twice is known by its first position.
+            ids.entry(key(file)).or_insert(id);
+        }
+        Self { files, ids }
+    }
+
+    /// The id of `file` (the same object and byte range), if the scan has it.
+    pub(crate) fn id(&self, file: &PartitionedFile) -> Option<FileId> {
+        self.ids.get(&key(file)).copied()
+    }
+
+    /// The file of `id`.
+    pub(crate) fn file(&self, id: FileId) -> &PartitionedFile {
+        &self.files[id]
+    }
+
+    /// All the files, in id order.
+    pub(crate) fn files(&self) -> &[PartitionedFile] {
+        &self.files
+    }
+
+    /// How many there are.
+    pub(crate) fn len(&self) -> usize {
+        self.files.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion_datasource::FileRange;
+
+    use super::*;
+
+    #[test]
+    fn units_are_known_by_object_and_range_and_the_first_listing_wins() {
+        let whole = PartitionedFile::new("a.parquet", 100);
+        let mut first_half = PartitionedFile::new("a.parquet", 100);
+        first_half.range = Some(FileRange { start: 0, end: 50 });
+        let other = PartitionedFile::new("b.parquet", 100);
+        let units = ScanUnits::new(vec![whole.clone(), first_half.clone(), whole.clone()]);
+        assert_eq!(units.id(&whole), Some(0));
+        assert_eq!(units.id(&first_half), Some(1));
+        assert_eq!(units.id(&other), None);
+        assert_eq!(units.len(), 3);
+    }
+}

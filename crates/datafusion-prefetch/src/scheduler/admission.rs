@@ -1,0 +1,268 @@
+//! The budget rule, in one place: what a partition may stage against its
+//! window and the scan's budget, how admitted pieces are grouped into
+//! fetches, and how staged bytes are released or forgotten.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+
+use super::protocol::{Action, FetchId, FileId, PartitionId};
+use super::scan::ScanCore;
+use super::state::{Candidate, PieceKey, PoolState, Progress, Reading, StagedPiece};
+
+/// Whether more bytes fit a partition's staging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Room {
+    /// They fit both the stream's limit and the scan's budget.
+    Fits,
+    /// They would take the partition over its window (or `auto`'s ceiling).
+    OverStream,
+    /// They would take the scan over its memory budget.
+    OverBudget,
+}
+
+impl ScanCore {
+    /// The budget rule: whether `partition` may stage `bytes` more.
+    pub(super) fn room(&self, partition: PartitionId, bytes: u64) -> Room {
+        let partition_staged = self.partition_staged.get(&partition).copied().unwrap_or(0);
+        if self.stats.staged_bytes + bytes > self.config.memory_budget {
+            Room::OverBudget
+        } else if partition_staged + bytes > self.stream_limit() {
+            Room::OverStream
+        } else {
+            Room::Fits
+        }
+    }
+
+    /// Admit candidates in order while they fit, grouping each (file, group)
+    /// into one fetch, or everything into one fetch when `single_fetch`. A
+    /// partition's read-ahead stops at its first piece that does not fit its
+    /// window now, so it stays in decode order — without holding up the other
+    /// partitions, whose windows are their own (a partition stuck on a stalled
+    /// request must not stop everyone's read-ahead). All of it stops at the
+    /// first piece over the scan's budget. A chunk that can never fit is
+    /// skipped (the decoder reads it); a page that can never fit stops its
+    /// partition's read-ahead, so it is read alone.
+    pub(super) fn admit(&mut self, candidates: Vec<Candidate>, single_fetch: bool) -> Vec<Action> {
+        let mut fetches: Vec<(FetchId, FileId, usize, Vec<Range<u64>>)> = vec![];
+        let stream_limit = self.stream_limit();
+        let limit = stream_limit.min(self.config.memory_budget);
+        // A slice is admitted whole when it can ever fit, so it is one request.
+        let mut slice_bytes: BTreeMap<(FileId, usize), u64> = BTreeMap::new();
+        for c in candidates.iter().filter(|c| c.last_slice.is_some()) {
+            *slice_bytes.entry((c.file, c.group)).or_default() += c.range.end - c.range.start;
+        }
+        let mut admitted_slice = None;
+        let lead = self.lead_limit();
+        let mut full: BTreeSet<PartitionId> = BTreeSet::new();
+        for candidate in candidates {
+            let Candidate {
+                file,
+                group,
+                range,
+                row_group,
+                column,
+                last_slice,
+                eager,
+            } = candidate;
+            let len = range.end - range.start;
+            let partition = self.files[file].charged_to;
+            if full.contains(&partition) {
+                continue;
+            }
+            // Staged pieces are keyed by where they start: a corrupt footer can
+            // give two chunks the same start, and staging both would count
+            // bytes the map no longer holds (found by the `scan_core` fuzz target).
+            if self.staged.contains_key(&(file, range.start)) {
+                continue;
+            }
+            if len > limit {
+                if last_slice.is_none() {
+                    continue;
+                }
+                if self.oversized.insert((file, range.start)) {
+                    self.stats.oversized_pages += 1;
+                }
+                full.insert(partition);
+                continue;
+            }
+            let partition_staged = self.partition_staged.get(&partition).copied().unwrap_or(0);
+            // The first piece of a slice stands for the whole slice.
+            let wanted = match slice_bytes.get(&(file, group)) {
+                Some(&total) if last_slice.is_some() && admitted_slice != Some((file, group)) => {
+                    admitted_slice = Some((file, group));
+                    if total <= limit { total } else { len }
+                }
+                _ => len,
+            };
+            // `wanted` is never less than `len`.
+            match self.room(partition, wanted) {
+                Room::OverBudget => break,
+                Room::OverStream => {
+                    full.insert(partition);
+                    continue;
+                }
+                Room::Fits => {}
+            }
+            // Slices of files not opened yet get at most half the window, so
+            // the file being decoded always has room to read ahead. `auto`
+            // keeps only its measured lead ahead, but always the next unit: a
+            // stream with nothing staged would otherwise wait a round trip per
+            // unit.
+            if (eager && last_slice.is_some() && partition_staged + wanted > stream_limit / 2)
+                || (partition_staged > 0 && partition_staged + wanted > lead)
+            {
+                full.insert(partition);
+                continue;
+            }
+            let id = match fetches.last() {
+                Some((id, f, g, _)) if *f == file && (single_fetch || *g == group) => *id,
+                _ => {
+                    let id = self.new_fetch_id();
+                    fetches.push((id, file, group, vec![]));
+                    id
+                }
+            };
+            let ranges = &mut fetches.last_mut().expect("just pushed").3;
+            let piece = StagedPiece {
+                fetch: id,
+                index: ranges.len(),
+                range: range.clone(),
+                taken: 0,
+                partition,
+                row_group,
+                column,
+                last_slice,
+            };
+            ranges.push(range);
+            self.stage(file, piece);
+        }
+        fetches
+            .into_iter()
+            .map(|(id, file, _, ranges)| {
+                let requests = self.request_plan(&ranges);
+                if let (Some(plan), Some(live)) = (&requests, self.live_fetches.get_mut(&id)) {
+                    live.merged = plan.merged;
+                    live.split = plan.split;
+                }
+                Action::Fetch {
+                    id,
+                    file,
+                    ranges,
+                    requests,
+                }
+            })
+            .collect()
+    }
+
+    pub(super) fn new_fetch_id(&mut self) -> FetchId {
+        let id = FetchId(self.next_fetch);
+        self.next_fetch += 1;
+        id
+    }
+
+    /// Count `piece` (already admitted) as staged for `file`'s decoder.
+    pub(super) fn stage(&mut self, file: FileId, piece: StagedPiece) {
+        let len = piece.len();
+        self.live_fetches.entry(piece.fetch).or_default().pieces += 1;
+        *self.partition_staged.entry(piece.partition).or_default() += len;
+        self.stats.staged_bytes += len;
+        self.stats.bytes_fetched_ahead += len;
+        self.stats.peak_staged_bytes = self.stats.peak_staged_bytes.max(self.stats.staged_bytes);
+        self.staged.insert((file, piece.range.start), piece);
+    }
+
+    /// Release the staged pieces `predicate` picks, counting what the
+    /// decoder did not take as waste; a fetch whose last piece goes is
+    /// released (aborted when nobody was served from it).
+    pub(super) fn release_where(
+        &mut self,
+        mut predicate: impl FnMut(&PieceKey, &StagedPiece) -> bool,
+    ) -> Vec<Action> {
+        let keys: Vec<PieceKey> = self
+            .staged
+            .iter()
+            .filter(|(k, piece)| predicate(k, piece))
+            .map(|(k, _)| *k)
+            .collect();
+        let mut actions = vec![];
+        for key in keys {
+            let piece = self.staged.remove(&key).expect("key from staged");
+            self.stats.bytes_wasted += piece.len().saturating_sub(piece.taken);
+            self.unstage(&piece);
+            let live = self.live_fetches.get_mut(&piece.fetch).expect("live fetch");
+            live.pieces -= 1;
+            if live.pieces == 0 {
+                let abort = !live.served;
+                self.live_fetches.remove(&piece.fetch);
+                actions.push(Action::Release {
+                    id: piece.fetch,
+                    abort,
+                });
+            }
+        }
+        actions
+    }
+
+    fn unstage(&mut self, piece: &StagedPiece) {
+        let len = piece.len();
+        self.stats.staged_bytes -= len;
+        if let Some(p) = self.partition_staged.get_mut(&piece.partition) {
+            *p -= len;
+        }
+        self.pool = PoolState::Granting;
+    }
+
+    /// Forget a fetch that will not land: its pieces are left to the
+    /// decoder's demand reads rather than tried again.
+    fn drop_fetch(&mut self, id: FetchId) {
+        let keys: Vec<PieceKey> = self
+            .staged
+            .iter()
+            .filter(|(_, p)| p.fetch == id)
+            .map(|(k, _)| *k)
+            .collect();
+        for key in keys {
+            let piece = self.staged.remove(&key).expect("key from staged");
+            self.unstage(&piece);
+            self.stats.bytes_fetched_ahead -= piece.len();
+            match &mut self.files[key.0].reading {
+                Reading::Slices(slices) => {
+                    slices.given_up.insert(piece.range.start);
+                }
+                Reading::RowGroups(track) => {
+                    track.consumed.insert((piece.row_group, piece.column));
+                }
+            }
+        }
+        self.live_fetches.remove(&id);
+    }
+
+    /// A background fetch failed: forget its pieces (the decoder will demand
+    /// them) and read ahead what now fits.
+    pub(super) fn on_fetch_failed(&mut self, id: FetchId) -> Vec<Action> {
+        self.stats.failed_prefetches += 1;
+        self.drop_fetch(id);
+        self.pump()
+    }
+
+    /// The memory pool refused to reserve a fetch's bytes: forget it (its
+    /// requests were never sent) and stop reading ahead until something is
+    /// released.
+    pub(super) fn on_pool_refused(&mut self, id: FetchId) {
+        if let Some(live) = self.live_fetches.get(&id) {
+            self.stats.requests_merged -= live.merged;
+            self.stats.requests_split -= live.split;
+        }
+        self.stats.failed_prefetches += 1;
+        self.drop_fetch(id);
+        self.pool = PoolState::RefusedUntilRelease;
+    }
+
+    /// Release everything (the scan is over or was dropped).
+    pub(super) fn on_scan_ended(&mut self) -> Vec<Action> {
+        for state in &mut self.files {
+            state.progress = Progress::Done;
+        }
+        self.release_where(|_, _| true)
+    }
+}

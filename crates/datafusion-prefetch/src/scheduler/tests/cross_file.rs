@@ -1,0 +1,155 @@
+//! Across files: opening ahead, first reads in decode order, streams
+//! started before they are polled.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use super::*;
+
+#[test]
+fn upcoming_files_are_opened_ahead_and_eagerly_read_once_the_projection_is_known() {
+    let layout = layout(1, 8 * MIB);
+    let mut core = core(PrefetchPolicy::Pipelined, 5, 32 * MIB, 100 * MIB);
+    let actions = core.reader_opened(0, 0);
+    assert_eq!(opened_ahead(&actions), vec![1, 2]);
+    for file in 0..3 {
+        assert!(fetched(&core.metadata_known(file, Arc::clone(&layout))).is_empty());
+    }
+    // The first demand read teaches the projection: payload only.
+    let plan = core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
+    let chunk = layout.chunk(0, 1).unwrap();
+    assert_eq!(
+        fetched(&plan.actions),
+        vec![(1, vec![chunk.clone()]), (2, vec![chunk])]
+    );
+
+    // Opening file 1 opens file 3 ahead; file 2 is already requested.
+    let actions = core.reader_opened(1, 0);
+    assert_eq!(opened_ahead(&actions), vec![3]);
+    assert_eq!(core.stats().files_opened_ahead, 3);
+}
+
+#[test]
+fn upcoming_files_are_read_eagerly_in_decode_order_whatever_order_their_footers_land_in() {
+    let layout = layout(1, 8 * MIB);
+    // Room for two 8 MiB first reads: files 1 and 2, not 3.
+    let mut config = config(PrefetchPolicy::Pipelined, 18 * MIB, 100 * MIB);
+    config.file_open_depth = 3;
+    let mut core = ScanCore::new(config, 4, vec![vec![0, 1, 2, 3]]);
+    core.reader_opened(0, 0);
+    core.metadata_known(0, Arc::clone(&layout));
+    core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
+    // File 3's footer lands first: its first read waits for files 1 and 2.
+    assert!(fetched(&core.metadata_known(3, Arc::clone(&layout))).is_empty());
+    assert!(fetched(&core.metadata_known(2, Arc::clone(&layout))).is_empty());
+    let chunk = layout.chunk(0, 1).unwrap();
+    assert_eq!(
+        fetched(&core.metadata_known(1, Arc::clone(&layout))),
+        vec![(1, vec![chunk.clone()]), (2, vec![chunk])]
+    );
+}
+
+#[test]
+fn eager_reads_cover_leading_row_groups_up_to_the_cap() {
+    let layout = layout(4, 3 * MIB);
+    let mut core = core(PrefetchPolicy::Pipelined, 2, 64 * MIB, 100 * MIB);
+    core.reader_opened(0, 0);
+    for file in 0..2 {
+        core.metadata_known(file, Arc::clone(&layout));
+    }
+    let plan = core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
+    // 16 MiB cap: five 3 MiB payload chunks would not fit, four do.
+    let of_file_1: Vec<_> = fetched(&plan.actions)
+        .into_iter()
+        .filter(|(f, _)| *f == 1)
+        .collect();
+    let chunks: Vec<_> = (0..4)
+        .map(|rg| (1, vec![layout.chunk(rg, 1).unwrap()]))
+        .collect();
+    assert_eq!(of_file_1, chunks);
+}
+
+#[test]
+fn eager_first_reads_respect_their_cap() {
+    let layout = layout(1, 8 * MIB);
+    let mut config = config(PrefetchPolicy::Pipelined, 64 * MIB, 100 * MIB);
+    config.eager_first_read_cap = 4 * MIB;
+    let mut core = ScanCore::new(config, 3, vec![vec![0, 1, 2]]);
+    core.reader_opened(0, 0);
+    for file in 0..3 {
+        core.metadata_known(file, Arc::clone(&layout));
+    }
+    // id (1 MiB) and payload (8 MiB) were both read; only id fits in 4 MiB.
+    let plan = core.plan_read(
+        0,
+        &[layout.chunk(0, 0).unwrap(), layout.chunk(0, 1).unwrap()],
+    );
+    let id = layout.chunk(0, 0).unwrap();
+    assert_eq!(
+        fetched(&plan.actions),
+        vec![(1, vec![id.clone()]), (2, vec![id])]
+    );
+}
+
+#[test]
+fn a_started_stream_reads_its_first_files_by_the_projection_before_it_is_polled() {
+    let layout = layout(6, 3 * MIB);
+    let mut core = ScanCore::new(
+        config(PrefetchPolicy::Pipelined, 64 * MIB, 100 * MIB),
+        6,
+        vec![vec![0, 1, 2], vec![3, 4, 5]],
+    )
+    .with_projection(Some(vec!["payload".into()]));
+    // The first file, and the files its decoder would open ahead (depth 2).
+    let actions = core.partition_started(0);
+    assert_eq!(opened_ahead(&actions), vec![0, 1, 2]);
+    assert!(fetched(&actions).is_empty(), "the footers come first");
+    // No decoder has read yet: the projection says payload, and each file's
+    // leading row groups go out up to the 16 MiB cap (five 3 MiB chunks).
+    let payload = |file: FileId| -> Vec<(FileId, Vec<Range<u64>>)> {
+        (0..5)
+            .map(|rg| (file, vec![layout.chunk(rg, 1).unwrap()]))
+            .collect()
+    };
+    for file in 0..3 {
+        let actions = core.metadata_known(file, Arc::clone(&layout));
+        assert_eq!(fetched(&actions), payload(file), "file {file}");
+    }
+    assert_eq!(core.stats().files_opened_at_start, 1);
+    assert_eq!(core.stats().files_opened_ahead, 2);
+
+    // Polled: the files are already open, and the decoder's first read is
+    // served from what was staged.
+    assert!(opened_ahead(&core.reader_opened(0, 0)).is_empty());
+    let read = core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
+    assert!(read.demand.is_empty(), "served from the early read");
+    // Partition 1 was not started: nothing of it was opened.
+    assert!(core.layout(3).is_none());
+    assert_eq!(opened_ahead(&core.partition_started(1)), vec![3, 4, 5]);
+}
+
+#[test]
+fn nothing_starts_early_without_read_ahead() {
+    let mut off = core(PrefetchPolicy::Off, 2, 64 * MIB, 100 * MIB);
+    assert!(off.partition_started(0).is_empty());
+    let mut no_depth = config(PrefetchPolicy::Pipelined, 64 * MIB, 100 * MIB);
+    no_depth.file_open_depth = 0;
+    let mut shallow = ScanCore::new(no_depth, 2, vec![vec![0, 1]]);
+    assert!(shallow.partition_started(0).is_empty());
+    // A partition whose decoder got there first is under way: starting it
+    // again would open a file beyond the depth.
+    let mut under_way = core(PrefetchPolicy::Pipelined, 5, 64 * MIB, 100 * MIB);
+    assert_eq!(opened_ahead(&under_way.reader_opened(0, 0)), vec![1, 2]);
+    assert!(under_way.partition_started(0).is_empty());
+}
+
+#[test]
+fn a_filtered_scan_started_early_fetches_only_its_first_slice() {
+    let layout = paged_layout(0);
+    let mut core = streaming_core(1, 16 * MIB, 100 * MIB).with_predicate(true);
+    assert_eq!(opened_ahead(&core.partition_started(0)), vec![0]);
+    let actions = core.metadata_known(0, Arc::clone(&layout));
+    let plan = core.slice_plan(0).expect("sliced");
+    let first: Vec<Range<u64>> = plan.pieces[0].iter().map(|p| p.bytes.clone()).collect();
+    assert_eq!(fetched(&actions), vec![(0, first)]);
+}

@@ -1,0 +1,146 @@
+//! How a scan's policy — and under `auto`, what it measured — sets the
+//! limits the rest of the scheduler works within: whether to read ahead at
+//! all, how far, whether files are read in slices, how requests are cut.
+
+use std::ops::Range;
+use std::time::Duration;
+
+use super::auto::AutoTuner;
+use super::layout::FileLayout;
+use super::protocol::FileId;
+use super::requests::{RequestPlan, plan_requests};
+use super::scan::ScanCore;
+use super::state::Locality;
+use crate::config::PrefetchPolicy;
+
+impl ScanCore {
+    /// The decoder of `file` asks for bytes at `at`. The time since its
+    /// partition was last handed bytes was spent decoding them and waiting
+    /// for the consumer: a decode-rate sample.
+    pub(super) fn on_read_started(&mut self, file: FileId, at: Duration) {
+        let partition = self.files[file].charged_to;
+        if let Some(auto) = self.auto.as_mut()
+            && let Some((handed_at, bytes)) = auto.handed_back.remove(&partition)
+        {
+            auto.tuner
+                .observe_decode(bytes, at.saturating_sub(handed_at));
+        }
+    }
+
+    /// The decoder of `file` was handed `bytes` at `at`.
+    pub(super) fn on_read_finished(&mut self, file: FileId, bytes: u64, at: Duration) {
+        let partition = self.files[file].charged_to;
+        if let Some(auto) = self.auto.as_mut() {
+            auto.handed_back.insert(partition, (at, bytes));
+        }
+    }
+
+    pub(super) fn on_request_timed(&mut self, bytes: u64, took: Duration) {
+        if let Some(auto) = self.auto.as_mut() {
+            auto.tuner.observe_request(bytes, took);
+            auto.note_locality();
+        }
+    }
+
+    pub(super) fn on_transfer_timed(&mut self, bytes: u64, first_byte: Duration, took: Duration) {
+        if let Some(auto) = self.auto.as_mut() {
+            auto.tuner.observe_transfer(bytes, first_byte, took);
+            auto.note_locality();
+        }
+    }
+
+    /// Before this scan has timed a request: start from what other scans
+    /// have measured of the store since this one was created (the scans of
+    /// one query are all created before any of them reads), so it needs no
+    /// probe of its own.
+    pub(super) fn on_store_measured(&mut self, measured: &AutoTuner) {
+        if let Some(auto) = self.auto.as_mut() {
+            auto.tuner.adopt_store_measurements(measured);
+            auto.note_locality();
+        }
+    }
+
+    /// `auto`: whether this scan treats its store as remote.
+    pub(super) fn auto_remote(&self) -> bool {
+        self.auto
+            .as_ref()
+            .is_some_and(|a| a.locality == Locality::AsMeasured && a.tuner.remote())
+    }
+
+    /// Whether the scan fetches ahead and opens files ahead now.
+    pub(super) fn reads_ahead(&self) -> bool {
+        match &self.auto {
+            Some(_) => self.auto_remote(),
+            None => self.config.policy.reads_ahead(),
+        }
+    }
+
+    /// Whether files with an offset index are read slice by slice: always
+    /// under `streaming`; under `auto` when the store is remote, where slices
+    /// let decoding start before a row group has landed (on a local store the
+    /// per-slice decoder setup would cost more than it saves).
+    pub(crate) fn slices_files(&self) -> bool {
+        match self.config.policy {
+            PrefetchPolicy::Streaming => true,
+            PrefetchPolicy::Auto => self.auto_remote(),
+            _ => false,
+        }
+    }
+
+    /// Whether a file with this layout is cut into slices (given an offset
+    /// index): always when the scan slices files, except that `auto` keeps
+    /// row groups whole unless they outgrow the window.
+    pub(super) fn slices_layout(&self, layout: &FileLayout, columns: &[usize]) -> bool {
+        match self.config.policy {
+            PrefetchPolicy::Auto => {
+                self.slices_files() && self.row_groups_outgrow_the_window(layout, columns)
+            }
+            _ => self.slices_files(),
+        }
+    }
+
+    /// `auto`: whether the largest scanned row group's projected chunks take
+    /// more than a quarter of what one stream may stage. Smaller row groups
+    /// pipeline whole — several are in flight while one decodes, and one
+    /// decoder per row group costs less than one per slice; larger ones would
+    /// leave the decoder waiting for a whole row group and hold it in memory.
+    fn row_groups_outgrow_the_window(&self, layout: &FileLayout, columns: &[usize]) -> bool {
+        let limit = self.config.read_ahead_window.min(self.config.memory_budget);
+        let largest = layout
+            .scanned_row_groups
+            .iter()
+            .map(|&rg| layout.row_group_bytes(rg, columns))
+            .max()
+            .unwrap_or(0);
+        largest > limit / 4
+    }
+
+    /// Bytes one partition may keep staged beyond its next unit: `auto`'s
+    /// lead, the window for the other policies.
+    pub(super) fn lead_limit(&self) -> u64 {
+        match &self.auto {
+            Some(auto) => auto.tuner.lead_bytes().min(self.stream_limit()),
+            None => u64::MAX,
+        }
+    }
+
+    /// Bytes one partition may hold staged: `auto`'s ceiling, the window for
+    /// the other policies. (Slices are still sized by the window.)
+    pub(super) fn stream_limit(&self) -> u64 {
+        match &self.auto {
+            Some(_) => self.config.auto_stream_limit,
+            None => self.config.read_ahead_window,
+        }
+    }
+
+    /// The store requests for a fetch of `ranges`: under `auto`, merged and
+    /// split by the measured round trip and bandwidth; otherwise `None` (the
+    /// store's own `get_ranges` plans them).
+    pub(super) fn request_plan(&mut self, ranges: &[Range<u64>]) -> Option<RequestPlan> {
+        let tuner = &self.auto.as_ref()?.tuner;
+        let plan = plan_requests(ranges, tuner.merge_gap(), |len| tuner.split_bytes(len));
+        self.stats.requests_merged += plan.merged;
+        self.stats.requests_split += plan.split;
+        Some(plan)
+    }
+}
