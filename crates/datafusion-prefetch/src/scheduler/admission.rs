@@ -263,6 +263,8 @@ impl ScanCore {
         for state in &mut self.files {
             state.progress = Progress::Done;
         }
+        self.open_files.clear();
+        self.waiting_ahead.clear();
         self.release_where(|_, _| true)
     }
 }

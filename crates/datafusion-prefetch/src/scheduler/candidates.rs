@@ -4,6 +4,7 @@
 //! (`admission.rs`) then takes them while they fit.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use super::layout::FileLayout;
 use super::protocol::{Action, FileId};
@@ -22,11 +23,8 @@ impl ScanCore {
         }
         let mut candidates = vec![];
         // Open files first: their decoders will ask soonest.
-        for file in 0..self.files.len() {
+        for &file in &self.open_files {
             let state = &self.files[file];
-            if !state.is_open() {
-                continue;
-            }
             match &state.reading {
                 Reading::Slices(slices) => {
                     // The slice being decoded has asked for its pages already.
@@ -51,9 +49,9 @@ impl ScanCore {
     fn first_reads_of_upcoming_files(&self) -> Vec<Candidate> {
         let cap = self.config.eager_first_read_cap;
         let open_files_known = self
-            .files
+            .open_files
             .iter()
-            .all(|s| !s.is_open() || s.layout.is_some());
+            .all(|&f| self.files[f].layout.is_some());
         if cap == 0 || !open_files_known {
             return vec![];
         }
@@ -62,13 +60,23 @@ impl ScanCore {
         // whose footer is still unknown: footers land in any order, and a
         // later file admitted first would take the room of the file its
         // decoder needs next.
+        // Only the files waiting to be opened, in each order's sequence: a
+        // scan of many files must not walk them all on every event. (Files
+        // not waiting were skipped anyway, and an order shared by several
+        // partitions gives nothing new the second time.)
         let mut seen = BTreeSet::new();
-        for order in &self.order {
-            for &file in order {
+        for (p, order) in self.order.iter().enumerate() {
+            if self.order[..p].iter().any(|o| Arc::ptr_eq(o, order)) {
+                continue;
+            }
+            let mut waiting: Vec<(usize, FileId)> = self
+                .waiting_ahead
+                .iter()
+                .filter_map(|&f| Some((order.position(f)?, f)))
+                .collect();
+            waiting.sort_unstable();
+            for (_, file) in waiting {
                 let state = &self.files[file];
-                if state.ahead == OpenedAhead::No || state.progress != Progress::Upcoming {
-                    continue;
-                }
                 if state.layout.is_none() {
                     break;
                 }

@@ -36,7 +36,7 @@ impl ScanCore {
         let Some(order) = self.order.get(partition) else {
             return vec![];
         };
-        let Some(first) = order.iter().copied().find(|f| {
+        let Some(first) = order.files.iter().copied().find(|f| {
             let state = &self.files[*f];
             state.progress == Progress::Upcoming && state.ahead == OpenedAhead::No
         }) else {
@@ -45,6 +45,7 @@ impl ScanCore {
         let state = &mut self.files[first];
         state.ahead = OpenedAhead::AtStreamStart;
         state.charged_to = partition;
+        self.file_changed(first);
         self.stats.files_opened_at_start += 1;
         let mut actions = vec![Action::OpenAhead {
             file: first,
@@ -68,10 +69,12 @@ impl ScanCore {
         let state = &mut self.files[file];
         state.readers += 1;
         if state.progress != Progress::Upcoming {
+            self.file_changed(file);
             return vec![];
         }
         state.progress = Progress::Decoding;
         state.charged_to = partition;
+        self.file_changed(file);
         let mut actions = self.open_ahead_after(file, partition);
         actions.extend(self.pump());
         actions
@@ -86,6 +89,7 @@ impl ScanCore {
             return vec![];
         }
         state.progress = Progress::Done;
+        self.file_changed(file);
         let mut actions = self.release_where(|key, _| key.0 == file);
         actions.extend(self.pump());
         actions
@@ -137,13 +141,13 @@ impl ScanCore {
         if !self.reads_ahead() || self.config.file_open_depth == 0 {
             return vec![];
         }
-        let Some(order) = self.order.get(partition) else {
+        let Some(order) = self.order.get(partition).cloned() else {
             return vec![];
         };
-        let Some(position) = order.iter().position(|f| *f == file) else {
+        let Some(position) = order.position(file) else {
             return vec![];
         };
-        let upcoming: Vec<FileId> = order[position + 1..]
+        let upcoming: Vec<FileId> = order.files[position + 1..]
             .iter()
             .copied()
             .filter(|f| self.files[*f].progress == Progress::Upcoming)
@@ -155,6 +159,7 @@ impl ScanCore {
             if state.ahead == OpenedAhead::No {
                 state.ahead = OpenedAhead::Requested;
                 state.charged_to = partition;
+                self.file_changed(next);
                 self.stats.files_opened_ahead += 1;
                 actions.push(Action::OpenAhead {
                     file: next,

@@ -10,7 +10,8 @@ use super::layout::FileLayout;
 use super::protocol::{Action, CoreConfig, CoreStats, Event, FetchId, FileId, PartitionId};
 use super::slices::SlicePlan;
 use super::state::{
-    AutoState, FileState, LiveFetch, PieceKey, PlanTrust, PoolState, SlicePlans, StagedPiece,
+    AutoState, FileOrder, FileState, LiveFetch, OpenedAhead, PieceKey, PlanTrust, PoolState,
+    Progress, SlicePlans, StagedPiece,
 };
 use crate::config::PrefetchPolicy;
 
@@ -26,8 +27,13 @@ use crate::config::PrefetchPolicy;
 pub(crate) struct ScanCore {
     pub(super) config: CoreConfig,
     pub(super) files: Vec<FileState>,
-    /// For each partition, the order in which its work source hands out files.
-    pub(super) order: Vec<Vec<FileId>>,
+    /// For each partition, the order in which its work source hands out
+    /// files (partitions that share one queue share one `FileOrder`).
+    pub(super) order: Vec<Arc<FileOrder>>,
+    /// Files a decoder is reading now.
+    pub(super) open_files: BTreeSet<FileId>,
+    /// Files opened ahead that no decoder has opened yet.
+    pub(super) waiting_ahead: BTreeSet<FileId>,
     /// Column paths any decoder of this scan has asked for: the projection, as
     /// observed, used to predict an upcoming file's reads.
     pub(super) learned_paths: BTreeSet<String>,
@@ -63,7 +69,9 @@ impl ScanCore {
                     ..FileState::default()
                 })
                 .collect(),
-            order,
+            order: share_equal_orders(order),
+            open_files: BTreeSet::new(),
+            waiting_ahead: BTreeSet::new(),
             learned_paths: BTreeSet::new(),
             started_partitions: BTreeSet::new(),
             projection: None,
@@ -113,6 +121,24 @@ impl ScanCore {
     pub(crate) fn with_predicate(mut self, filtered: bool) -> Self {
         self.filtered = filtered;
         self
+    }
+
+    /// Keep the sets of open and waiting files in step with `file`'s state
+    /// (after any change to its readers, progress or opening ahead).
+    pub(super) fn file_changed(&mut self, file: FileId) {
+        let state = &self.files[file];
+        let open = state.is_open();
+        let waiting = state.ahead != OpenedAhead::No && state.progress == Progress::Upcoming;
+        if open {
+            self.open_files.insert(file);
+        } else {
+            self.open_files.remove(&file);
+        }
+        if waiting {
+            self.waiting_ahead.insert(file);
+        } else {
+            self.waiting_ahead.remove(&file);
+        }
     }
 
     /// Take in what happened and answer with what to do, in order. A
@@ -230,4 +256,15 @@ impl ScanCore {
                 .next()
                 .is_none()
     }
+}
+
+/// One `FileOrder` per distinct order: partitions that share a queue (work
+/// stealing) share its positions rather than each holding a copy.
+fn share_equal_orders(orders: Vec<Vec<FileId>>) -> Vec<Arc<FileOrder>> {
+    let mut shared: Vec<Arc<FileOrder>> = Vec::with_capacity(orders.len());
+    for files in orders {
+        let same = shared.iter().find(|o| o.files == files).cloned();
+        shared.push(same.unwrap_or_else(|| Arc::new(FileOrder::new(files))));
+    }
+    shared
 }

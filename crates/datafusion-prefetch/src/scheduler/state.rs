@@ -1,7 +1,7 @@
 //! What the scheduler remembers: per file, per staged piece and per fetch,
 //! with the conditions that change over a scan as enums naming where each is.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
@@ -331,5 +331,30 @@ impl AutoState {
         if self.tuner.has_measured() && !self.tuner.remote() {
             self.locality = Locality::LocalForTheScan;
         }
+    }
+}
+
+/// The order in which a partition's work source hands out files, with each
+/// file's position in it (so finding a file's place is not a search: a scan
+/// of many files must not cost the square of their number).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct FileOrder {
+    pub files: Vec<FileId>,
+    /// Each file's first position in `files`.
+    position: HashMap<FileId, usize>,
+}
+
+impl FileOrder {
+    pub(super) fn new(files: Vec<FileId>) -> Self {
+        let mut position = HashMap::with_capacity(files.len());
+        for (at, file) in files.iter().enumerate() {
+            position.entry(*file).or_insert(at);
+        }
+        Self { files, position }
+    }
+
+    /// Where `file` first comes, if it does.
+    pub(super) fn position(&self, file: FileId) -> Option<usize> {
+        self.position.get(&file).copied()
     }
 }

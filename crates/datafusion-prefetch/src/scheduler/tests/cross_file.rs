@@ -153,3 +153,42 @@ fn a_filtered_scan_started_early_fetches_only_its_first_slice() {
     let first: Vec<Range<u64>> = plan.pieces[0].iter().map(|p| p.bytes.clone()).collect();
     assert_eq!(fetched(&actions), vec![(0, first)]);
 }
+
+/// A table of 100,000 single-row-group files, read by two partitions that
+/// share one queue: every file is opened ahead exactly once, each gets its
+/// first read, and nothing stays staged. Each event looks only at the files
+/// open or waiting (and a file's place in its order is a lookup), so this
+/// runs in a second; walking every file on every event would take hours.
+#[test]
+fn a_scan_of_a_hundred_thousand_files_opens_each_ahead_once() {
+    const FILES: usize = 100_000;
+    let layout = layout(1, 64 << 10);
+    let queue: Vec<FileId> = (0..FILES).collect();
+    let mut core = ScanCore::new(
+        config(PrefetchPolicy::Pipelined, 64 * MIB, 256 * MIB),
+        FILES,
+        vec![queue.clone(), queue],
+    );
+    let mut opened_ahead_total = 0;
+    let mut served = 0;
+    for file in 0..FILES {
+        let partition = file % 2;
+        let actions = core.reader_opened(file, partition);
+        for opened in opened_ahead(&actions) {
+            opened_ahead_total += 1;
+            core.metadata_known(opened, Arc::clone(&layout));
+        }
+        core.metadata_known(file, Arc::clone(&layout));
+        let read = core.plan_read(file, &[layout.chunk(0, 1).unwrap()]);
+        served += usize::from(read.demand.is_empty());
+        core.reader_closed(file);
+    }
+    // Depth 2: the first file opens two ahead, every later file one more;
+    // the last two have nothing after them.
+    assert_eq!(opened_ahead_total, FILES - 1);
+    assert_eq!(core.stats().files_opened_ahead, (FILES - 1) as u64);
+    // Once the projection is known, every file's chunk was read ahead.
+    assert!(served >= FILES - 3, "{served}");
+    core.shutdown();
+    assert_eq!(core.stats().staged_bytes, 0);
+}
