@@ -9,8 +9,8 @@ use super::tasks::SharedResult;
 use crate::scheduler::{Event, FileId};
 
 /// The longest a scan's first file waits for `auto`'s store probe: twice
-/// `auto`'s local round trip (`LOCAL_RTT`), so a local store under load still answers in time, and a
-/// remote one costs at most this once per scan.
+/// `auto`'s local round trip (`LOCAL_RTT`), so a local store under load
+/// still answers in time, and a remote one costs at most this once per scan.
 const PROBE_WAIT: Duration = Duration::from_millis(10);
 
 /// How often a stream waiting to start checks whether a sibling scan has
@@ -44,11 +44,21 @@ impl ScanDriver {
             // Whichever lands first: this scan's probe, or any sibling scan's
             // measurement of the store (every scan of a query starts at once,
             // each with a probe of its own).
+            // Unanswered after `PROBE_WAIT`, the store is remote: start then,
+            // rather than a round trip later when the probe lands.
             let mut ticks = tokio::time::interval(SIBLING_POLL);
+            let unanswered = tokio::time::sleep(PROBE_WAIT);
+            tokio::pin!(unanswered);
             loop {
                 tokio::select! {
                     // A failed probe leaves the store unmeasured: nothing starts.
                     _ = &mut probe => break,
+                    _ = &mut unanswered => {
+                        if let Some(driver) = this.upgrade() {
+                            driver.apply([Event::ProbeUnanswered]);
+                        }
+                        break;
+                    }
                     _ = ticks.tick() => {
                         let Some(driver) = this.upgrade() else {
                             return;
@@ -73,8 +83,10 @@ impl ScanDriver {
     /// [`PROBE_WAIT`]. Unanswered by then, the store is remote — the default
     /// assumption — and the probe's time is recorded whenever it lands.
     pub(super) async fn probe_store(&self, file: FileId) {
-        if let Some(probe) = self.start_probe(file) {
-            let _ = tokio::time::timeout(PROBE_WAIT, probe).await;
+        if let Some(probe) = self.start_probe(file)
+            && tokio::time::timeout(PROBE_WAIT, probe).await.is_err()
+        {
+            self.apply([Event::ProbeUnanswered]);
         }
     }
 

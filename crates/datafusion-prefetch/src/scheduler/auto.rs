@@ -32,10 +32,6 @@ pub const DEFAULT_RTT: Duration = Duration::from_millis(30);
 /// roughly one S3 GET from a machine in the same region.
 pub const DEFAULT_BANDWIDTH: f64 = 100.0 * 1024.0 * 1024.0;
 
-/// Bytes/s one decoder is assumed to consume before one has been timed:
-/// the order of magnitude of DataFusion decoding on one core.
-pub const DEFAULT_DECODE_RATE: f64 = 200.0 * 1024.0 * 1024.0;
-
 /// Requests at least this large tell the bandwidth apart from the round trip.
 const BANDWIDTH_SAMPLE_BYTES: u64 = 1 << 20;
 
@@ -75,7 +71,7 @@ pub struct AutoSnapshot {
     pub bandwidth: Option<f64>,
     /// Estimated bytes/s a decoder consumes when it is not waiting for I/O.
     pub decode_rate: Option<f64>,
-    /// Bytes one stream keeps fetched ahead (before the window caps it).
+    /// Bytes one stream keeps fetched ahead (within what it may stage).
     pub lead_bytes: u64,
     /// Whether the store is remote enough to read ahead at all.
     pub remote: bool,
@@ -239,17 +235,21 @@ impl AutoTuner {
     /// Bytes one stream should keep fetched ahead of its decoder: what the
     /// decoder consumes while a request is answered (a round trip for the
     /// request plus one for an upcoming file's footer, and a split-sized
-    /// transfer), with a safety margin; [`DEFAULT_DECODE_RATE`] until a
-    /// decoder has been timed. Zero on a local store.
-    pub fn lead_bytes(&self) -> u64 {
+    /// transfer), with a safety margin. Zero on a local store.
+    ///
+    /// `None` until a decoder has been timed: a scan's first wave goes as far
+    /// as its budget allows (a guess at the decoder's pace would hold back
+    /// the files it cannot yet know it needs by a whole round trip), and the
+    /// decoder's measured pace then bounds the lead from there on.
+    pub fn lead_bytes(&self) -> Option<u64> {
         if !self.remote() {
-            return 0;
+            return Some(0);
         }
-        let rate = self.decode_rate().unwrap_or(DEFAULT_DECODE_RATE);
+        let rate = self.decode_rate()?;
         let rtt = self.rtt_or_default();
         let transfer = *SPLIT_BYTES.start() as f64 / self.bandwidth_or_default();
         let lead = rate * (2.0 * rtt + transfer) * LEAD_SAFETY;
-        lead.min(u64::MAX as f64) as u64
+        Some(lead.min(u64::MAX as f64) as u64)
     }
 
     /// The largest gap between two ranges worth reading through to make them
@@ -299,7 +299,7 @@ impl AutoTuner {
             rtt: self.rtt(),
             bandwidth: self.bandwidth(),
             decode_rate: self.decode_rate(),
-            lead_bytes: self.lead_bytes(),
+            lead_bytes: self.lead_bytes().unwrap_or(0),
             remote: self.remote(),
         }
     }
@@ -336,8 +336,9 @@ mod tests {
     fn before_measuring_the_store_is_assumed_remote_and_typical() {
         let tuner = AutoTuner::default();
         assert!(tuner.remote());
-        // 200 MiB/s x (2 x 30 ms + 8 MiB / 100 MiB/s) x 2 = 56 MiB.
-        assert_eq!(tuner.lead_bytes() / MIB, 56);
+        // No decoder timed: no lead of its own (the scan reads ahead as far
+        // as its budget allows).
+        assert_eq!(tuner.lead_bytes(), None);
         assert_eq!(tuner.rtt(), None);
         // Defaults: 30 ms x 100 MiB/s / 4.
         assert_eq!(tuner.merge_gap(), 786_432);
@@ -349,7 +350,7 @@ mod tests {
         feed_store(&mut tuner, Duration::from_micros(200), 2e9, &MIXED);
         feed_decoder(&mut tuner, 500e6, 8 * MIB, 4);
         assert!(!tuner.remote());
-        assert_eq!(tuner.lead_bytes(), 0);
+        assert_eq!(tuner.lead_bytes(), Some(0));
         assert_eq!(tuner.merge_gap(), 0);
     }
 
@@ -438,7 +439,7 @@ mod tests {
         let mut slow = fast.clone();
         feed_decoder(&mut fast, 400.0 * MIB as f64, 8 * MIB, 8);
         feed_decoder(&mut slow, 10.0 * MIB as f64, 8 * MIB, 8);
-        let (fast_lead, slow_lead) = (fast.lead_bytes(), slow.lead_bytes());
+        let (fast_lead, slow_lead) = (fast.lead_bytes().unwrap(), slow.lead_bytes().unwrap());
         // 400 MiB/s x (2 x 50 ms + 8 MiB / 100 MiB/s) x 2 = 144 MiB.
         assert!((143..=144).contains(&(fast_lead / MIB)), "{fast_lead}");
         // A decoder 40x slower needs 40x less ahead.
@@ -450,16 +451,16 @@ mod tests {
         let mut tuner = AutoTuner::default();
         feed_store(&mut tuner, ms(50), 100.0 * MIB as f64, &MIXED);
         feed_decoder(&mut tuner, 200.0 * MIB as f64, 8 * MIB, 8);
-        let pulling = tuner.lead_bytes();
+        let pulling = tuner.lead_bytes().unwrap();
         // One long pause (a join's probe side waiting for its build side)
         // moves nothing.
         tuner.observe_decode(8 * MIB, Duration::from_secs(10));
-        assert_eq!(tuner.lead_bytes(), pulling);
+        assert_eq!(tuner.lead_bytes(), Some(pulling));
         // The consumer stops pulling: each 8 MiB now takes 10 s to be taken.
         for _ in 0..SAMPLES {
             tuner.observe_decode(8 * MIB, Duration::from_secs(10));
         }
-        let stalled = tuner.lead_bytes();
+        let stalled = tuner.lead_bytes().unwrap();
         assert!(stalled * 100 < pulling, "{stalled} vs {pulling}");
         assert!(stalled < MIB, "{stalled}");
     }
@@ -478,7 +479,7 @@ mod tests {
         let rtt = tuner.rtt().unwrap();
         assert!(rtt >= ms(120), "{rtt:?}");
         // Lead time 2 x 120 ms + 80 ms instead of 2 x 30 ms + 80 ms.
-        let ratio = tuner.lead_bytes() as f64 / before.1 as f64;
+        let ratio = tuner.lead_bytes().unwrap() as f64 / before.1.unwrap() as f64;
         assert!((ratio - 0.32 / 0.14).abs() < 0.01, "{ratio}");
     }
 }

@@ -21,12 +21,11 @@ impl ScanCore {
     /// window and budget), so those round trips overlap whatever runs before
     /// the stream is polled.
     ///
-    /// Only when the scan reads ahead: under `auto`, once the store has been
-    /// measured remote (before that, a local store would stage bytes for
-    /// nothing).
+    /// Only when the scan reads ahead: under `auto`, once the store is known
+    /// remote — measured, or slower to answer its probe than a local store
+    /// (before that, a local store would stage bytes for nothing).
     pub(super) fn on_partition_started(&mut self, partition: PartitionId) -> Vec<Action> {
-        let measured = self.auto.as_ref().is_none_or(|a| a.tuner.has_measured());
-        if !measured
+        if !self.store_known()
             || !self.reads_ahead()
             || self.config.file_open_depth == 0
             || !self.started_partitions.insert(partition)
@@ -46,19 +45,14 @@ impl ScanCore {
         state.ahead = OpenedAhead::AtStreamStart;
         state.charged_to = partition;
         self.file_changed(first);
+        self.current_files.insert(partition, first);
         self.stats.files_opened_at_start += 1;
         let mut actions = vec![Action::OpenAhead {
             file: first,
             partition,
         }];
         // And the files its decoder would open ahead on opening it.
-        let upcoming = self.open_ahead_after(first, partition);
-        for action in &upcoming {
-            if let Action::OpenAhead { file, .. } = action {
-                self.files[*file].ahead = OpenedAhead::AtStreamStart;
-            }
-        }
-        actions.extend(upcoming);
+        actions.extend(self.open_ahead_after(first, partition));
         actions.extend(self.pump());
         actions
     }
@@ -75,6 +69,7 @@ impl ScanCore {
         state.progress = Progress::Decoding;
         state.charged_to = partition;
         self.file_changed(file);
+        self.current_files.insert(partition, file);
         let mut actions = self.open_ahead_after(file, partition);
         actions.extend(self.pump());
         actions
@@ -115,7 +110,25 @@ impl ScanCore {
             }
         }
         self.files[file].layout = Some(layout);
-        self.pump()
+        let mut actions = self.open_further_ahead();
+        actions.extend(self.pump());
+        actions
+    }
+
+    /// `auto`: how many files its lead covers depends on their size, known
+    /// only as footers land; open the files that now fall within it, so the
+    /// first wave reaches as far as the budget allows without waiting for a
+    /// decoder to move on.
+    fn open_further_ahead(&mut self) -> Vec<Action> {
+        if self.auto.is_none() {
+            return vec![];
+        }
+        let current: Vec<(PartitionId, FileId)> =
+            self.current_files.iter().map(|(p, f)| (*p, *f)).collect();
+        current
+            .into_iter()
+            .flat_map(|(partition, file)| self.open_ahead_after(file, partition))
+            .collect()
     }
 
     /// The decoders of `file` start: under `auto`, a file planned in slices
@@ -153,11 +166,21 @@ impl ScanCore {
             .filter(|f| self.files[*f].progress == Progress::Upcoming)
             .take(self.open_depth(file))
             .collect();
+        // Files opened ahead of a stream no decoder has started on yet are
+        // read by the projection, like the stream's first file.
+        let anchor = &self.files[file];
+        let how = if anchor.ahead == OpenedAhead::AtStreamStart
+            && anchor.progress == Progress::Upcoming
+        {
+            OpenedAhead::AtStreamStart
+        } else {
+            OpenedAhead::Requested
+        };
         let mut actions = vec![];
         for next in upcoming {
             let state = &mut self.files[next];
             if state.ahead == OpenedAhead::No {
-                state.ahead = OpenedAhead::Requested;
+                state.ahead = how;
                 state.charged_to = partition;
                 self.file_changed(next);
                 self.stats.files_opened_ahead += 1;

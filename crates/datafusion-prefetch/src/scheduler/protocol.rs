@@ -155,6 +155,9 @@ pub(crate) enum Event {
         /// From issue to last byte.
         took: Duration,
     },
+    /// `auto`'s store probe has not been answered within the time any local
+    /// store answers in: the store is remote.
+    ProbeUnanswered,
     /// What other scans of the session have measured of the store (`auto`
     /// takes it while it has timed nothing of its own).
     StoreMeasured {

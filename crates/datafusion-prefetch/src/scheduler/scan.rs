@@ -39,6 +39,9 @@ pub(crate) struct ScanCore {
     pub(super) learned_paths: BTreeSet<String>,
     /// Partitions whose first file has been opened, early or by a decoder.
     pub(super) started_partitions: BTreeSet<PartitionId>,
+    /// The file each started partition reads now (or will read first): what
+    /// its files are opened ahead of.
+    pub(super) current_files: BTreeMap<PartitionId, FileId>,
     /// The top-level columns the scan reads (`None`: all), which decide the
     /// pages of a file's slices and a started stream's first reads before
     /// any decoder has read.
@@ -74,6 +77,7 @@ impl ScanCore {
             waiting_ahead: BTreeSet::new(),
             learned_paths: BTreeSet::new(),
             started_partitions: BTreeSet::new(),
+            current_files: BTreeMap::new(),
             projection: None,
             filtered: false,
             staged: BTreeMap::new(),
@@ -177,6 +181,10 @@ impl ScanCore {
                 self.on_transfer_timed(bytes, first_byte, took);
                 vec![]
             }
+            Event::ProbeUnanswered => {
+                self.on_probe_unanswered();
+                vec![]
+            }
             Event::StoreMeasured { measured } => {
                 self.on_store_measured(&measured);
                 vec![]
@@ -230,9 +238,11 @@ impl ScanCore {
     pub(crate) fn auto_snapshot(&self) -> Option<AutoSnapshot> {
         let mut snapshot = self.auto.as_ref()?.tuner.snapshot();
         snapshot.remote = self.auto_remote();
-        if !snapshot.remote {
-            snapshot.lead_bytes = 0;
-        }
+        snapshot.lead_bytes = if snapshot.remote {
+            self.lead_limit()
+        } else {
+            0
+        };
         Some(snapshot)
     }
 

@@ -323,6 +323,8 @@ pub(super) struct AutoState {
     pub handed_back: BTreeMap<PartitionId, (Duration, u64)>,
     /// Whether the store is latched local.
     pub locality: Locality,
+    /// The store probe went unanswered for longer than a local store takes.
+    pub slow_probe: bool,
 }
 
 impl AutoState {

@@ -49,6 +49,24 @@ impl ScanCore {
         }
     }
 
+    /// `auto`'s store probe went unanswered for longer than any local store
+    /// takes: the store is remote, and a stream may start reading now rather
+    /// than a round trip later.
+    pub(super) fn on_probe_unanswered(&mut self) {
+        if let Some(auto) = self.auto.as_mut() {
+            auto.slow_probe = true;
+        }
+    }
+
+    /// Whether `auto` knows enough of its store to read ahead before any
+    /// decoder asks: it has timed a request, or its probe went unanswered
+    /// for longer than a local store takes.
+    pub(super) fn store_known(&self) -> bool {
+        self.auto
+            .as_ref()
+            .is_none_or(|a| a.tuner.has_measured() || a.slow_probe)
+    }
+
     /// Before this scan has timed a request: start from what other scans
     /// have measured of the store since this one was created (the scans of
     /// one query are all created before any of them reads), so it needs no
@@ -116,10 +134,15 @@ impl ScanCore {
     }
 
     /// Bytes one partition may keep staged beyond its next unit: `auto`'s
-    /// lead, the window for the other policies.
+    /// measured lead (all it may stage until its decoder has been timed), the
+    /// window for the other policies.
     pub(super) fn lead_limit(&self) -> u64 {
         match &self.auto {
-            Some(auto) => auto.tuner.lead_bytes().min(self.stream_limit()),
+            Some(auto) => auto
+                .tuner
+                .lead_bytes()
+                .unwrap_or(u64::MAX)
+                .min(self.stream_limit()),
             None => u64::MAX,
         }
     }

@@ -28,14 +28,14 @@ fn auto_on_a_local_store_reads_exactly_like_off() {
 }
 
 #[test]
-fn auto_reads_ahead_as_a_typical_decoder_needs_until_its_own_is_timed() {
+fn auto_reads_ahead_to_its_limit_until_its_decoder_is_timed_then_by_its_pace() {
     let layout = layout(32, 8 * MIB);
     let mut core = auto_core(1, 64 * MIB, Some(Duration::from_millis(50)));
     core.reader_opened(0, 0);
     core.metadata_known(0, Arc::clone(&layout));
     let plan = core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
-    // Not timed yet: a 200 MiB/s decoder at 50 ms needs 72 MiB ahead, more
-    // than the 64 MiB window: row groups 1-8.
+    // Not timed yet: as far as the stream may stage, its 64 MiB window:
+    // row groups 1-8.
     let ahead: Vec<Range<u64>> = fetched(&plan.actions)
         .into_iter()
         .flat_map(|(_, r)| r)
@@ -180,14 +180,19 @@ fn auto_stays_local_for_the_scan_once_it_measured_a_local_store() {
 }
 
 #[test]
-fn auto_starts_streams_early_only_on_a_store_it_measured_remote() {
+fn auto_starts_streams_early_only_on_a_store_known_remote() {
     let layout = layout(2, 3 * MIB);
-    for (rtt, starts) in [
-        (None, false),
-        (Some(Duration::from_micros(300)), false),
-        (Some(Duration::from_millis(40)), true),
+    for (rtt, unanswered_probe, starts) in [
+        (None, false, false),
+        (Some(Duration::from_micros(300)), false, false),
+        (Some(Duration::from_millis(40)), false, true),
+        // A probe unanswered for longer than a local store takes: remote.
+        (None, true, true),
     ] {
         let mut core = auto_core(2, 64 * MIB, rtt);
+        if unanswered_probe {
+            assert!(core.handle(Event::ProbeUnanswered).is_empty());
+        }
         let actions = core.partition_started(0);
         assert_eq!(!opened_ahead(&actions).is_empty(), starts, "rtt {rtt:?}");
         if starts {
@@ -206,6 +211,30 @@ fn auto_starts_streams_early_only_on_a_store_it_measured_remote() {
     }
 }
 
+/// Carry out `actions` as if every footer asked for landed at once: each
+/// `OpenAhead` is answered with `layout` (and so on, as that opens more),
+/// the files opened noted in `opened`.
+fn footers_land(
+    core: &mut ScanCore,
+    layout: &Arc<FileLayout>,
+    actions: Vec<Action>,
+    opened: &mut Vec<FileId>,
+) -> Vec<(FileId, Vec<Range<u64>>)> {
+    let mut pending: std::collections::VecDeque<Action> = actions.into();
+    let mut fetches = vec![];
+    while let Some(action) = pending.pop_front() {
+        match action {
+            Action::OpenAhead { file, .. } => {
+                opened.push(file);
+                pending.extend(core.metadata_known(file, Arc::clone(layout)));
+            }
+            Action::Fetch { file, ranges, .. } => fetches.push((file, ranges)),
+            _ => {}
+        }
+    }
+    fetches
+}
+
 #[test]
 fn auto_opens_as_many_files_ahead_as_its_lead_covers() {
     // 40 files of one 9 MiB row group, 100 ms per request, a decoder timed at
@@ -220,14 +249,16 @@ fn auto_opens_as_many_files_ahead_as_its_lead_covers() {
         for _ in 0..4 {
             core.observe_request(4096, Duration::from_millis(100));
         }
-        let mut opened = opened_ahead(&core.reader_opened(0, 0));
-        core.metadata_known(0, Arc::clone(&file));
+        // Footers land as soon as they are asked for (the metadata cache).
+        let mut opened = vec![];
+        let actions = core.reader_opened(0, 0);
+        footers_land(&mut core, &file, actions, &mut opened);
+        let actions = core.metadata_known(0, Arc::clone(&file));
+        footers_land(&mut core, &file, actions, &mut opened);
         core.plan_read(0, &[file.chunk(0, 0).unwrap(), file.chunk(0, 1).unwrap()]);
         decode(&mut core, 0, 9 * MIB, 1e9, Duration::ZERO);
-        opened.extend(opened_ahead(&core.reader_opened(1, 0)));
-        for f in std::iter::once(1).chain(opened.clone()) {
-            core.metadata_known(f, Arc::clone(&file));
-        }
+        let actions = core.reader_opened(1, 0);
+        footers_land(&mut core, &file, actions, &mut opened);
         opened.sort_unstable();
         (opened, core.stats().peak_staged_bytes)
     };
@@ -237,9 +268,11 @@ fn auto_opens_as_many_files_ahead_as_its_lead_covers() {
     let (opened, peak) = run(64 * MIB, 8);
     assert_eq!(opened, (1..10).collect::<Vec<_>>());
     assert!(peak <= 64 * MIB, "{peak}");
-    // Left to auto: before the decoder is timed, 8 files; after, the
-    // stream's 256 MiB share at 9 MiB a file, 29 files after file 1, and
-    // their leading row groups are fetched beyond the 64 MiB window.
+    // Left to auto: its lead is the stream's 256 MiB share (before the
+    // decoder is timed, and after, since 1 GB/s needs more): 16 files at the
+    // eager cap's 16 MiB a file, then 29 once a footer says 9 MiB, 29 files
+    // after file 1, and their leading row groups are fetched beyond the
+    // 64 MiB window.
     let (opened, peak) = run(256 * MIB, 64);
     assert_eq!(opened, (1..31).collect::<Vec<_>>());
     assert!(peak > 64 * MIB && peak <= 256 * MIB, "{peak}");
@@ -278,4 +311,58 @@ fn auto_adopts_what_a_sibling_scan_measured_and_needs_no_probe() {
     cold.adopt_store_measurements(&local);
     assert!(!cold.slices_files());
     assert!(cold.reader_opened(0, 0).is_empty());
+}
+
+/// The first wave (issue: auto at the floor from the first round trip). A
+/// stream started before it is polled, its store known remote and the
+/// footers at hand, sends at once the first read of every upcoming file its
+/// budget admits, in decode order — not only what a guessed decoder pace
+/// would need — and the measured pace then bounds what follows.
+#[test]
+fn auto_sends_everything_the_budget_admits_in_the_first_wave() {
+    let file = layout(1, 8 * MIB);
+    let payload = file.chunk(0, 1).unwrap();
+    // 20 files of 8 MiB of projected bytes: all fit 256 MiB, 12 fit 100 MiB.
+    for (budget, reach) in [(256 * MIB, 20), (100 * MIB, 12)] {
+        let mut config = config(PrefetchPolicy::Auto, 64 * MIB, budget);
+        config.auto_stream_limit = budget;
+        config.file_open_depth = crate::config::AUTO_MAX_FILE_OPEN_DEPTH;
+        let mut core = ScanCore::new(config, 20, vec![(0..20).collect()])
+            .with_projection(Some(vec!["payload".into()]));
+        assert!(core.handle(Event::ProbeUnanswered).is_empty());
+        let actions = core.partition_started(0);
+        let mut opened = vec![];
+        let fetches = footers_land(&mut core, &file, actions, &mut opened);
+        let expected: Vec<_> = (0..reach).map(|f| (f, vec![payload.clone()])).collect();
+        assert_eq!(fetches, expected, "budget {budget}");
+        // As many files as the lead covers are opened (each reached at once).
+        assert!(opened.len() >= reach, "{opened:?}");
+        assert!(core.stats().peak_staged_bytes <= budget);
+    }
+    // A decoder timed slow (8 MiB in 2 s): once the first wave (20 files in
+    // 160 MiB) is used up, only the next file is kept ahead.
+    let mut config = config(PrefetchPolicy::Auto, 64 * MIB, 160 * MIB);
+    config.auto_stream_limit = 160 * MIB;
+    config.file_open_depth = crate::config::AUTO_MAX_FILE_OPEN_DEPTH;
+    let mut core = ScanCore::new(config, 40, vec![(0..40).collect()])
+        .with_projection(Some(vec!["payload".into()]));
+    for _ in 0..4 {
+        core.observe_request(4096, Duration::from_millis(50));
+    }
+    let actions = core.partition_started(0);
+    footers_land(&mut core, &file, actions, &mut vec![]);
+    assert_eq!(core.stats().staged_bytes, 160 * MIB, "the first wave");
+    let mut at = Duration::ZERO;
+    for f in 0..40 {
+        let actions = core.reader_opened(f, 0);
+        footers_land(&mut core, &file, actions, &mut vec![]);
+        at = decode(&mut core, f, 8 * MIB, 4.0 * MIB as f64, at);
+        core.plan_read(f, std::slice::from_ref(&payload));
+        core.reader_closed(f);
+        if f >= 20 {
+            let staged = core.stats().staged_bytes;
+            assert!(staged <= 8 * MIB, "file {f}: {staged} staged");
+        }
+    }
+    assert_eq!(core.stats().peak_staged_bytes, 160 * MIB);
 }
