@@ -45,7 +45,9 @@ pub struct FileLayout {
 }
 
 impl FileLayout {
-    /// A layout in which every row group is scanned.
+    /// A layout in which every row group is scanned (hand-built layouts in
+    /// tests and fuzz bodies; `io::footer_layout` builds the real ones).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn new(column_paths: Vec<String>, row_groups: Vec<Vec<Range<u64>>>) -> Self {
         let scanned_row_groups = (0..row_groups.len()).collect();
         let column_roots = column_paths
@@ -64,6 +66,7 @@ impl FileLayout {
     }
 
     /// Attach page locations and row counts (hand-built layouts in tests).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn with_pages(mut self, row_counts: Vec<u64>, pages: Vec<Vec<ChunkPages>>) -> Self {
         self.row_counts = row_counts;
         self.pages = Some(pages);

@@ -58,4 +58,6 @@ pub(crate) use requests::RequestPlan;
 #[cfg(test)]
 pub(crate) use requests::plan_requests;
 pub(crate) use scan::ScanCore;
-pub(crate) use slices::{MIN_COLUMN_SLICE_BYTES, SlicePlan, SliceSizing, plan_slices};
+pub(crate) use slices::{MIN_COLUMN_SLICE_BYTES, SlicePlan};
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use slices::{SliceSizing, plan_slices};
