@@ -28,6 +28,7 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Field, Fields, Int32Type, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
+use datafusion_prefetch_testdata::mix;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::SortingColumn;
@@ -44,14 +45,6 @@ pub fn generate(dir: &Path) -> Result {
     types(&dir.join("types"))?;
     joins(&dir.join("joins"))?;
     Ok(())
-}
-
-/// splitmix64: a fixed, seedless mixing function (no RNG state, no randomness).
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// A pseudo-random value for row `row` of the column identified by `seed`.

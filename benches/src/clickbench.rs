@@ -51,12 +51,13 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::common::{DataFusionError, Result};
+use datafusion_prefetch_testdata::mix;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
-use crate::suites::{mix, parallel};
+use crate::datagen::parallel;
 
 /// The folder of the copy without a page index, and of the one with.
 pub const PUBLISHED: &str = "hits";
@@ -957,4 +958,19 @@ pub fn generate(dir: &Path, scale: f64) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clickbench_copies_have_every_query_once() {
+        for sql in QUERIES {
+            let on = query_on(sql, PAGE_INDEX);
+            assert_eq!(on.matches(" FROM hits_page_index").count(), 1, "{sql}");
+            assert_eq!(on.matches("hits").count(), 1, "{sql}");
+        }
+        assert_eq!(schema().fields().len(), 105);
+    }
 }

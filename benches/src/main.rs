@@ -11,6 +11,7 @@
 
 mod ballista;
 mod clickbench;
+mod datagen;
 mod first_batch;
 mod peers;
 mod plot;

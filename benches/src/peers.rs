@@ -17,15 +17,13 @@ use std::process::{Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Float64Type};
-use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::arrow::array::RecordBatch;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::prelude::{ParquetReadOptions, SessionConfig};
 use datafusion_prefetch::{PrefetchPolicy, prefetching_context};
 use datafusion_prefetch_s3server::{ACCESS_KEY, REGION, S3Server, SECRET_KEY};
 use datafusion_prefetch_simstore::SimulatedStoreConfig;
+use datafusion_prefetch_testdata::{Numbers, canonical_lines, checksum};
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -189,65 +187,18 @@ struct Reported {
 
 // --- the engine-independent checksum (same as peers.py) ----------------------
 
-fn canonical_number(x: f64) -> String {
-    if x == 0.0 {
-        "0".to_string()
-    } else {
-        format!("{x:.4e}")
-    }
-}
-
-fn fnv1a64(data: &[u8]) -> u64 {
-    data.iter().fold(0xCBF2_9CE4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01B3)
-    })
-}
-
-/// Row count and a checksum of `batches` that any engine can reproduce:
-/// numbers as floats to five significant digits (a decimal average that
-/// DataFusion rounds to six places agrees with another engine's float),
-/// text as is, dates in ISO form, cells joined by U+001F, rows sorted, FNV-1a 64 of the lines.
+/// Row count and a checksum of `batches` that any engine can reproduce: the
+/// shared checksum with every number as a float to five significant digits
+/// (`benches/peers/peers.py` computes the same). `PEERS_PRINT_ROWS` prints
+/// the canonical rows.
 pub fn canonical_checksum(batches: &[RecordBatch]) -> Result<(usize, String)> {
-    let options = FormatOptions::default().with_null("NULL");
-    let mut lines = vec![];
-    for batch in batches {
-        let mut columns: Vec<Box<dyn Fn(usize) -> String + '_>> = vec![];
-        for column in batch.columns() {
-            let numeric = column.data_type().is_numeric();
-            if numeric {
-                let floats = cast(column, &DataType::Float64)?;
-                let floats = floats.as_primitive::<Float64Type>().clone();
-                columns.push(Box::new(move |row| {
-                    if floats.is_null(row) {
-                        "NULL".to_string()
-                    } else {
-                        canonical_number(floats.value(row))
-                    }
-                }));
-            } else if column.data_type() == &DataType::Boolean {
-                let bools = column.as_boolean().clone();
-                columns.push(Box::new(move |row| match bools.is_null(row) {
-                    true => "NULL".to_string(),
-                    false => bools.value(row).to_string(),
-                }));
-            } else {
-                let formatter = ArrayFormatter::try_new(column.as_ref(), &options)?;
-                columns.push(Box::new(move |row| formatter.value(row).to_string()));
-            }
-        }
-        for row in 0..batch.num_rows() {
-            let cells: Vec<String> = columns.iter().map(|c| c(row)).collect();
-            lines.push(cells.join("\u{1f}"));
-        }
-    }
-    lines.sort();
+    let numbers = Numbers::Significant(5);
     if std::env::var_os("PEERS_PRINT_ROWS").is_some() {
-        for line in &lines {
+        for line in canonical_lines(batches, numbers)? {
             eprintln!("{}", line.replace('\u{1f}', " | "));
         }
     }
-    let hash = fnv1a64(lines.join("\n").as_bytes());
-    Ok((lines.len(), format!("{hash:016x}")))
+    Ok(checksum(batches, numbers)?)
 }
 
 // --- the DataFusion engine process -------------------------------------------
@@ -896,7 +847,7 @@ mod tests {
     use datafusion::arrow::array::{
         Date32Array, Decimal128Array, Float64Array, Int64Array, StringArray,
     };
-    use datafusion::arrow::datatypes::{Field, Schema};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
 
     use super::*;
 

@@ -1,16 +1,11 @@
 //! One measured run: a fresh session over the simulated store, the query
 //! planned outside the timer, then executed and checked.
 
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use datafusion::arrow::array::{Array, AsArray, Float64Array, RecordBatch};
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Float64Type};
-use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::Result;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::physical_plan::{ExecutionPlan, execute_stream};
@@ -18,6 +13,7 @@ use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_prefetch::{PrefetchStats, prefetch_stats, prefetching_context};
 use datafusion_prefetch_ballista::{ObjectStores, ballista_prefetching_context};
 use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig, StoreStats};
+use datafusion_prefetch_testdata::{Numbers, checksum};
 use futures::StreamExt;
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
@@ -66,53 +62,6 @@ pub struct Measurement {
     pub rows: usize,
     pub checksum: String,
     pub matches_off: bool,
-}
-
-/// One column's cells as text: floating-point values to 12 significant
-/// digits, so that sums added up in another order (more partitions) agree.
-enum Cells<'a> {
-    Formatted(ArrayFormatter<'a>),
-    Float(Float64Array),
-}
-
-impl Cells<'_> {
-    fn cell(&self, row: usize) -> String {
-        match self {
-            Self::Formatted(f) => f.value(row).to_string(),
-            Self::Float(a) if a.is_null(row) => "NULL".to_string(),
-            Self::Float(a) => format!("{:.11e}", a.value(row)),
-        }
-    }
-}
-
-/// A checksum of the result that ignores row order: the sorted rows, hashed.
-pub fn checksum(batches: &[RecordBatch]) -> Result<(usize, String)> {
-    let options = FormatOptions::default().with_null("NULL");
-    let mut rows = vec![];
-    for batch in batches {
-        let columns = batch
-            .columns()
-            .iter()
-            .map(|c| match c.data_type() {
-                DataType::Float16 | DataType::Float32 | DataType::Float64 => {
-                    let floats = cast(c, &DataType::Float64)?;
-                    Ok(Cells::Float(floats.as_primitive::<Float64Type>().clone()))
-                }
-                _ => Ok(Cells::Formatted(ArrayFormatter::try_new(
-                    c.as_ref(),
-                    &options,
-                )?)),
-            })
-            .collect::<Result<Vec<_>>>()?;
-        for row in 0..batch.num_rows() {
-            let cells: Vec<String> = columns.iter().map(|c| c.cell(row)).collect();
-            rows.push(cells.join("\u{1f}"));
-        }
-    }
-    rows.sort();
-    let mut hasher = DefaultHasher::new();
-    rows.hash(&mut hasher);
-    Ok((rows.len(), format!("{:016x}", hasher.finish())))
 }
 
 /// Whether `sql` names `table` (as a whole word).
@@ -219,7 +168,7 @@ pub async fn measure(
         write_request_log(&dir.join(name), &store_stats, started)?;
     }
 
-    let (rows, checksum) = checksum(&batches)?;
+    let (rows, checksum) = checksum(&batches, Numbers::Exact)?;
     Ok(Measurement {
         suite: suite.name.to_string(),
         query: query.name.clone(),
@@ -346,4 +295,62 @@ pub async fn sample_staged(
             .map(|(t, v)| (t, v.get(scan).copied().unwrap_or(0)))
             .collect(),
     })
+}
+
+/// Every suite's queries run on its generated data, alike under two policies.
+#[cfg(test)]
+mod tests {
+    use datafusion_prefetch_simstore::SimulatedStoreConfig;
+
+    use super::*;
+    use crate::suites::{ClickbenchCopy, SuiteOptions, prepare};
+
+    /// Generate `name` at a tiny scale and run every query under `off` and
+    /// `pipelined`: it must run, and give the same rows.
+    async fn every_query_runs(name: &str, scale: f64) {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let options = SuiteOptions {
+            scale,
+            clickbench_copy: ClickbenchCopy::Both,
+        };
+        let suite = prepare(name, dir.path(), &options).expect("data generated");
+        let config = RunConfig {
+            store: SimulatedStoreConfig::none(),
+            latency_label: "none".into(),
+            partitions: 1,
+            settings: vec![],
+            ballista: None,
+            request_log: Some(dir.path().join("requests")),
+        };
+        for query in &suite.queries {
+            let run = |policy| measure(&suite, query, policy, 0, &config);
+            let off = run("off").await;
+            let off = off.unwrap_or_else(|e| panic!("{name} {} off: {e}", query.name));
+            let pipelined = run("pipelined").await;
+            let pipelined =
+                pipelined.unwrap_or_else(|e| panic!("{name} {} pipelined: {e}", query.name));
+            assert_eq!(
+                (off.rows, &off.checksum),
+                (pipelined.rows, &pipelined.checksum),
+                "{name} {}",
+                query.name
+            );
+            let log = dir
+                .path()
+                .join(format!("requests/{}_off_0.tsv", query.name));
+            let log = std::fs::read_to_string(&log).expect("a request log per run");
+            assert!(log.starts_with("path\trange\tissued_ms"), "{log}");
+            assert_eq!(log.lines().count() as u64, off.requests + 1, "{log}");
+        }
+    }
+
+    #[tokio::test]
+    async fn every_tpch_query_runs() {
+        every_query_runs("tpch", 0.001).await;
+    }
+
+    #[tokio::test]
+    async fn every_clickbench_query_runs_on_both_copies() {
+        every_query_runs("clickbench", 0.001).await;
+    }
 }

@@ -3,15 +3,10 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch, UInt64Array};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::{DataFusionError, Result};
-use parquet::arrow::ArrowWriter;
-use parquet::file::properties::WriterProperties;
 
+use crate::datagen::write_id_payload;
 use crate::{clickbench, tpch};
 
 /// A named query of a suite.
@@ -67,104 +62,6 @@ pub struct SuiteOptions {
     /// TPC-H scale factor; ClickBench: 1 = 4 files of 1M rows.
     pub scale: f64,
     pub clickbench_copy: ClickbenchCopy,
-}
-
-/// `id`, then `payload` and `payload_2 … payload_n` for `payload_columns` = n.
-fn id_payload_schema(payload_columns: usize) -> SchemaRef {
-    let mut fields = vec![Field::new("id", DataType::UInt64, false)];
-    for column in 1..=payload_columns {
-        let name = match column {
-            1 => "payload".to_string(),
-            n => format!("payload_{n}"),
-        };
-        fields.push(Field::new(name, DataType::Int64, false));
-    }
-    Arc::new(Schema::new(fields))
-}
-
-/// SplitMix64: deterministic, incompressible payloads.
-pub fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// Write `files` files of `rows` rows each, `row_group_rows` rows per row group.
-fn write_id_payload(
-    dir: &Path,
-    files: usize,
-    rows: usize,
-    row_group_rows: usize,
-    payload_columns: usize,
-) -> Result<()> {
-    let schema = id_payload_schema(payload_columns);
-    fs::create_dir_all(dir)?;
-    let props = WriterProperties::builder()
-        .set_max_row_group_row_count(Some(row_group_rows))
-        .set_max_row_group_bytes(None)
-        .build();
-    for file in 0..files {
-        let path = dir.join(format!("part-{file:05}.parquet"));
-        let tmp = path.with_extension("parquet.tmp");
-        let mut writer = ArrowWriter::try_new(
-            fs::File::create(&tmp)?,
-            Arc::clone(&schema),
-            Some(props.clone()),
-        )?;
-        let first = (file * rows) as u64;
-        let chunk = 1 << 20;
-        let mut start = 0;
-        while start < rows {
-            let n = chunk.min(rows - start);
-            let ids: Vec<u64> = (first + start as u64..first + (start + n) as u64).collect();
-            let mut columns: Vec<ArrayRef> = vec![];
-            for column in 1..=payload_columns as u64 {
-                let payload: Int64Array = ids
-                    .iter()
-                    .map(|i| (mix(i.wrapping_mul(column)) >> 1) as i64)
-                    .collect();
-                columns.push(Arc::new(payload));
-            }
-            columns.insert(0, Arc::new(UInt64Array::from(ids)));
-            let batch = RecordBatch::try_new(Arc::clone(&schema), columns)?;
-            writer.write(&batch)?;
-            start += n;
-        }
-        writer.close()?;
-        fs::rename(&tmp, &path)?;
-    }
-    Ok(())
-}
-
-/// Run `work` on every job, on as many threads as there are cores.
-pub fn parallel<T: Sync>(jobs: &[T], work: impl Fn(&T) -> Result<()> + Sync) -> Result<()> {
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(jobs.len().max(1));
-    let next = AtomicUsize::new(0);
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| -> Result<()> {
-                    while let Some(job) = jobs.get(next.fetch_add(1, Ordering::SeqCst)) {
-                        if let Err(e) = work(job) {
-                            // Let the other workers stop at their next job.
-                            next.store(jobs.len(), Ordering::SeqCst);
-                            return Err(e);
-                        }
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .map(|w| w.join().expect("a generator thread panicked"))
-            .collect::<Result<Vec<()>>>()
-    })?;
-    Ok(())
 }
 
 /// The tables and queries of a suite, before its data is generated.
@@ -309,71 +206,4 @@ pub fn prepare(name: &str, cache: &Path, options: &SuiteOptions) -> Result<Suite
             .collect(),
         dependent_round_trips: definition.dependent_round_trips,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use datafusion_prefetch_simstore::SimulatedStoreConfig;
-
-    use super::*;
-    use crate::run::{RunConfig, measure};
-
-    /// Generate `name` at a tiny scale and run every query under `off` and
-    /// `pipelined`: it must run, and give the same rows.
-    async fn every_query_runs(name: &str, scale: f64) {
-        let dir = tempfile::tempdir().expect("a temp dir");
-        let options = SuiteOptions {
-            scale,
-            clickbench_copy: ClickbenchCopy::Both,
-        };
-        let suite = prepare(name, dir.path(), &options).expect("data generated");
-        let config = RunConfig {
-            store: SimulatedStoreConfig::none(),
-            latency_label: "none".into(),
-            partitions: 1,
-            settings: vec![],
-            ballista: None,
-            request_log: Some(dir.path().join("requests")),
-        };
-        for query in &suite.queries {
-            let run = |policy| measure(&suite, query, policy, 0, &config);
-            let off = run("off").await;
-            let off = off.unwrap_or_else(|e| panic!("{name} {} off: {e}", query.name));
-            let pipelined = run("pipelined").await;
-            let pipelined =
-                pipelined.unwrap_or_else(|e| panic!("{name} {} pipelined: {e}", query.name));
-            assert_eq!(
-                (off.rows, &off.checksum),
-                (pipelined.rows, &pipelined.checksum),
-                "{name} {}",
-                query.name
-            );
-            let log = dir
-                .path()
-                .join(format!("requests/{}_off_0.tsv", query.name));
-            let log = std::fs::read_to_string(&log).expect("a request log per run");
-            assert!(log.starts_with("path\trange\tissued_ms"), "{log}");
-            assert_eq!(log.lines().count() as u64, off.requests + 1, "{log}");
-        }
-    }
-
-    #[tokio::test]
-    async fn every_tpch_query_runs() {
-        every_query_runs("tpch", 0.001).await;
-    }
-
-    #[tokio::test]
-    async fn every_clickbench_query_runs_on_both_copies() {
-        every_query_runs("clickbench", 0.001).await;
-    }
-
-    #[test]
-    fn clickbench_copies_have_every_query_once() {
-        for sql in clickbench::QUERIES {
-            let on = clickbench::query_on(sql, clickbench::PAGE_INDEX);
-            assert_eq!(on.matches(" FROM hits_page_index").count(), 1, "{sql}");
-            assert_eq!(on.matches("hits").count(), 1, "{sql}");
-        }
-        assert_eq!(clickbench::schema().fields().len(), 105);
-    }
 }

@@ -17,7 +17,7 @@ use tpchgen_arrow::{
     RecordBatchIterator, RegionArrow, SupplierArrow,
 };
 
-use crate::suites::parallel;
+use crate::datagen::parallel;
 
 /// The tables, in the order they are generated (largest first).
 pub const TABLES: [&str; 8] = [

@@ -9,7 +9,8 @@
 //! 3. Registers the table once in one prefetching session, then runs each
 //!    query four times, interleaved off, auto, auto, off, and keeps
 //!    each arm's faster run. Planning is outside the timer.
-//! 4. Checks every run returns the rows of the first (sorted, as text), and
+//! 4. Checks every run returns the rows of the first (the workspace's shared,
+//!    order-insensitive result checksum), and
 //!    that the peak of staged bytes stayed within the memory budget.
 
 use std::path::{Path, PathBuf};
@@ -26,12 +27,13 @@ use datafusion::physical_plan::collect;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_prefetch::{prefetch_stats, prefetching_context};
 use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig, StoreStats};
+use datafusion_prefetch_testdata::{Numbers, checksum, mix};
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
 use url::Url;
 
 use crate::cli::DemoArgs;
-use crate::scan::{ScanTotals, sorted_rows};
+use crate::scan::ScanTotals;
 
 /// Files in the dataset.
 const FILES: usize = 16;
@@ -104,7 +106,8 @@ struct Run {
     requests: u64,
     max_in_flight: u64,
     scans: ScanTotals,
-    rows: Vec<String>,
+    /// Row count and checksum of the result.
+    result: (usize, String),
 }
 
 /// Generate the data, run the comparison, print the table. Fails (exit
@@ -182,8 +185,8 @@ pub async fn run(args: &DemoArgs, partitions: Option<std::num::NonZeroUsize>) ->
                 Policy::Auto => auto.push(run),
             }
         }
-        let reference = &off[0].rows;
-        let matches = off.iter().chain(&auto).all(|r| &r.rows == reference);
+        let reference = &off[0].result;
+        let matches = off.iter().chain(&auto).all(|r| &r.result == reference);
         all_match &= matches;
         let best_off = fastest(&off);
         let best_auto = fastest(&auto);
@@ -270,7 +273,7 @@ async fn run_once(
         requests: store_stats.get_requests(),
         max_in_flight: store_stats.max_in_flight_gets(),
         scans: ScanTotals::of(&scans),
-        rows: sorted_rows(&batches)?,
+        result: checksum(&batches, Numbers::Exact)?,
     })
 }
 
@@ -349,14 +352,6 @@ fn schema() -> SchemaRef {
         Field::new("category", DataType::Utf8, false),
         Field::new("value", DataType::Float64, false),
     ]))
-}
-
-/// SplitMix64's finaliser: deterministic, well-mixed pseudo-random bits.
-fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// Write rows `first..first + count` to `path`; returns the file's size.

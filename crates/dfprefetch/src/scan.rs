@@ -1,11 +1,7 @@
-//! What a physical plan's prefetching scans report, and order-insensitive
-//! result comparison.
+//! What a physical plan's prefetching scans report.
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
-use datafusion::common::Result;
 use datafusion_prefetch::PrefetchStats;
 
 /// Totals over the scans of one plan.
@@ -31,27 +27,4 @@ impl ScanTotals {
             peak_staged_bytes: t.peak_staged_bytes.max(s.peak_staged_bytes()),
         })
     }
-}
-
-/// Every row of `batches` as text, sorted, so two results can be compared
-/// regardless of the order the partitions delivered them in.
-pub fn sorted_rows(batches: &[RecordBatch]) -> Result<Vec<String>> {
-    let options = FormatOptions::default().with_null("NULL");
-    let mut rows = vec![];
-    for batch in batches {
-        let formatters = batch
-            .columns()
-            .iter()
-            .map(|column| ArrayFormatter::try_new(column.as_ref(), &options))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        for row in 0..batch.num_rows() {
-            let cells: Vec<String> = formatters
-                .iter()
-                .map(|f| f.value(row).to_string())
-                .collect();
-            rows.push(cells.join("\t"));
-        }
-    }
-    rows.sort_unstable();
-    Ok(rows)
 }

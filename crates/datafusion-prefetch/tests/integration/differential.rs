@@ -22,6 +22,7 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::datatypes::{DataType, Field, Fields, Int32Type, Schema, SchemaRef};
 use datafusion_prefetch::{PrefetchPolicy, prefetch_stats};
+use datafusion_prefetch_testdata::{GOLDEN_GAMMA, finalize};
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use proptest::prelude::*;
@@ -285,12 +286,10 @@ fn case() -> impl Strategy<Value = Case> {
 
 /// Deterministic pseudo-random numbers from (seed, column, row).
 fn mix(seed: u64, column: usize, row: i64) -> u64 {
-    let mut z = seed
-        .wrapping_add((column as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
-        .wrapping_add((row as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9));
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    finalize(
+        seed.wrapping_add((column as u64).wrapping_mul(GOLDEN_GAMMA))
+            .wrapping_add((row as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9)),
+    )
 }
 
 fn struct_fields() -> Fields {

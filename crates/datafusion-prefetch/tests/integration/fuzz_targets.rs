@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use bytes::Bytes;
 use datafusion_prefetch::fuzzing;
+use datafusion_prefetch_testdata::SplitMix64;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 use crate::support::parquet_file_with;
@@ -17,27 +18,6 @@ fn cases() -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000)
-}
-
-/// SplitMix64: deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next() as u8).collect()
-    }
 }
 
 /// The checked-in corpus of a target (`fuzz/corpus/<target>/`), if any.
@@ -86,7 +66,7 @@ fn the_scan_core_fuzz_target_holds_on_seeded_inputs() {
             fuzzing::scan_core,
         );
     }
-    let mut rng = Rng(0x5eed_0001);
+    let mut rng = SplitMix64::new(0x5eed_0001);
     for case in 0..cases() {
         let len = rng.below(4096) as usize;
         let data = rng.bytes(len);
@@ -147,7 +127,7 @@ fn the_footer_fuzz_target_holds_on_mutated_files() {
         );
     }
     let seeds = footer_seeds();
-    let mut rng = Rng(0x5eed_0002);
+    let mut rng = SplitMix64::new(0x5eed_0002);
     for case in 0..cases() {
         let seed = &seeds[rng.below(seeds.len() as u64) as usize];
         let mut file = seed.to_vec();
@@ -160,7 +140,7 @@ fn the_footer_fuzz_target_holds_on_mutated_files() {
             } as usize;
             match rng.below(4) {
                 0 => file[at] ^= 1 << rng.below(8),
-                1 => file[at] = rng.next() as u8,
+                1 => file[at] = rng.next_u64() as u8,
                 2 => file[at] = [0, 0x7f, 0x80, 0xff][rng.below(4) as usize],
                 _ => {
                     // Cut or repeat a run of bytes before the footer length,
@@ -192,7 +172,7 @@ fn write_fuzz_seed_corpus() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
     let footer = root.join("footer");
     std::fs::create_dir_all(&footer).unwrap();
-    let mut rng = Rng(0x5eed_0003);
+    let mut rng = SplitMix64::new(0x5eed_0003);
     for (i, seed) in footer_seeds().iter().enumerate() {
         let params = rng.bytes(64);
         std::fs::write(

@@ -17,6 +17,7 @@ use datafusion_prefetch::{PrefetchStats, enable_prefetch, prefetch_stats};
 use datafusion_prefetch_simstore::{
     FaultRules, FaultStats, FaultyStore, SimulatedStore, SimulatedStoreConfig, StoreStats,
 };
+use datafusion_prefetch_testdata::mix;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -32,14 +33,6 @@ pub fn schema() -> SchemaRef {
         Field::new("payload", DataType::Int64, true),
         Field::new("tag", DataType::Utf8, true),
     ]))
-}
-
-/// Deterministic pseudo-random numbers (no dependency, same on every run).
-fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// A Parquet file of `rows` rows starting at `first_id`, in row groups of
