@@ -49,6 +49,11 @@ impl ExtensionOptions for ReceivedPrefetchOptions {
     }
 
     fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        // A client's process-wide limit is its own: each scheduler and
+        // executor process keeps its runtime's (set when it is built).
+        if key == PROCESS_WIDE {
+            return Ok(());
+        }
         // The value alone must be one `SET` accepts (the window and the budget
         // checked against an equal partner)...
         let partner = match key {
@@ -107,7 +112,12 @@ pub fn options_from_pairs<'a>(
     apply([window, budget]).or_else(|_| apply([budget, window]))
 }
 
-/// `(key, value)` pairs of `options`, keys without the `prefetch.` prefix.
+/// The setting that does not travel: `prefetch.memory_limit` bounds one
+/// process's prefetching, so each keeps its own.
+const PROCESS_WIDE: &str = "memory_limit";
+
+/// `(key, value)` pairs of `options`, keys without the `prefetch.` prefix
+/// (the process-wide `memory_limit` left out).
 pub fn options_to_pairs(options: &PrefetchOptions) -> Vec<(String, String)> {
     let prefix = format!("{}.", PrefetchOptions::PREFIX);
     options
@@ -115,6 +125,7 @@ pub fn options_to_pairs(options: &PrefetchOptions) -> Vec<(String, String)> {
         .into_iter()
         .filter_map(|entry| {
             let key = entry.key.strip_prefix(&prefix)?.to_string();
+            (key != PROCESS_WIDE).then_some(())?;
             Some((key, entry.value?))
         })
         .collect()
@@ -191,6 +202,9 @@ mod tests {
         received.set("read_ahead_window", "16MiB").unwrap();
         assert_eq!(received.options().read_ahead_window(), None);
         assert_eq!(received.options().policy(), PrefetchPolicy::Batched);
+        // A client's process-wide limit does not reach other processes.
+        received.set("memory_limit", "64MiB").unwrap();
+        assert_eq!(received.options().memory_limit(), None);
     }
 
     #[test]
@@ -207,7 +221,9 @@ mod tests {
             options.set_key(key, value).unwrap();
         }
         let pairs = options_to_pairs(&options);
-        assert_eq!(pairs.len(), options.entries().len());
+        // Every key but the process-wide limit, which each process keeps.
+        assert_eq!(pairs.len(), options.entries().len() - 1);
+        assert!(pairs.iter().all(|(k, _)| k != "memory_limit"), "{pairs:?}");
         let back = options_from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         assert_eq!(back.unwrap(), options);
     }

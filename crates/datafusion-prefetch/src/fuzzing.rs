@@ -291,9 +291,19 @@ fn drive(input: &mut Input, layouts: Vec<Arc<FileLayout>>) {
             }
             8 => Event::DecodersStarting { file },
             6 => match fetches.keys().nth(input.upto(7) as usize).copied() {
-                Some(id) if input.bool() => Event::FetchFailed { id },
-                Some(id) => Event::PoolRefused { id },
+                Some(id) => match input.upto(2) {
+                    0 => Event::FetchFailed { id },
+                    1 => Event::PoolRefused { id },
+                    _ => Event::GovernorRefused { id },
+                },
                 None => continue,
+            },
+            // The process-wide governor's notices.
+            9 => match input.upto(1) {
+                0 => Event::RoomFreed,
+                _ => Event::ShedAsked {
+                    bytes: input.size(26),
+                },
             },
             _ => {
                 let ranges: Vec<Range<u64>> = (0..1 + input.upto(3))

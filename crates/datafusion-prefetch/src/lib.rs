@@ -28,13 +28,16 @@
 //! The public API is what this page lists: [`PrefetchingParquetSource`] (the
 //! `FileSource`), [`PrefetchingParquetTable`] (a `TableProvider`), the session
 //! helpers [`enable_prefetch`] and [`prefetching_context`] with
-//! [`PrefetchScanRule`], the settings [`PrefetchOptions`], and
-//! [`PrefetchStats`] / [`prefetch_stats`] to watch scans. How it works:
+//! [`PrefetchScanRule`], the settings [`PrefetchOptions`], the process-wide
+//! [`PrefetchGovernor`], and [`PrefetchStats`] / [`prefetch_stats`] to watch
+//! scans. How it works:
 //! `docs/design.md`, which opens with a map of the modules:
 //! - `config`: the `prefetch.*` settings;
 //! - `scheduler`: the pure, deterministic scheduler — what to fetch, what to
 //!   release, what the budget allows — as one event/action protocol. No
 //!   tokio, no store, no clock;
+//! - `governor`: the one limit on what every prefetching scan of a runtime
+//!   holds, and whose turn it is when they want more (its decisions pure);
 //! - `io`: the thin async driver that carries out the scheduler's actions
 //!   and serves the Parquet decoder's reads;
 //! - `source`, `session`, `table`, `profiles`: how it plugs into DataFusion;
@@ -44,6 +47,7 @@ mod config;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod governor;
 mod io;
 mod metrics;
 mod profiles;
@@ -54,10 +58,12 @@ mod table;
 
 pub use config::{
     AUTO_MAX_FILE_OPEN_DEPTH, ByteSize, ByteSizeError, FIXED_POLICY_FILE_OPEN_DEPTH,
-    FIXED_POLICY_WINDOW, MAX_FILE_OPEN_DEPTH, PrefetchOptions, PrefetchPolicy, RequestTimeout,
+    FIXED_POLICY_WINDOW, MAX_FILE_OPEN_DEPTH, POOL_SHARE_DIVISOR, PrefetchOptions, PrefetchPolicy,
+    RequestTimeout,
 };
+pub use governor::{DEFAULT_MEMORY_LIMIT, POOL_LIMIT_DIVISOR, PrefetchGovernor};
 pub use metrics::{PrefetchStats, prefetch_stats};
 pub use profiles::StoreProfiles;
 pub use session::{PrefetchScanRule, enable_prefetch, prefetching_context};
-pub use source::{POOL_SHARE_DIVISOR, PrefetchingParquetSource};
+pub use source::PrefetchingParquetSource;
 pub use table::{PrefetchingParquetTable, PrefetchingParquetTableBuilder};

@@ -126,6 +126,9 @@ pub(crate) struct ScanMetrics {
     bytes_row_group_granular: Count,
     slices: Count,
     oversized_pages: Count,
+    governor_waits: Count,
+    bytes_shed: Count,
+    requests_merged: Count,
     peak_staged_bytes: Gauge,
     time_to_first_batch: Time,
     io_wait: Time,
@@ -141,7 +144,6 @@ struct AutoMetrics {
     decode_rate: Gauge,
     lead_bytes: Gauge,
     remote: Gauge,
-    requests_merged: Count,
     requests_split: Count,
 }
 
@@ -169,7 +171,6 @@ impl ScanMetrics {
             decode_rate: gauge("prefetch_auto_decode_bytes_per_sec"),
             lead_bytes: gauge("prefetch_auto_lead_bytes"),
             remote: gauge("prefetch_auto_remote"),
-            requests_merged: counter("prefetch_requests_merged"),
             requests_split: counter("prefetch_requests_split"),
         });
         Self {
@@ -188,6 +189,9 @@ impl ScanMetrics {
             bytes_row_group_granular: counter("prefetch_bytes_row_group_granular"),
             slices: counter("prefetch_slices"),
             oversized_pages: counter("prefetch_oversized_pages"),
+            governor_waits: counter("prefetch_governor_waits"),
+            bytes_shed: counter("prefetch_bytes_shed"),
+            requests_merged: counter("prefetch_requests_merged"),
             peak_staged_bytes: MetricBuilder::new(metrics)
                 .global_gauge("prefetch_peak_staged_bytes"),
             time_to_first_batch: global_time(metrics, "prefetch_time_to_first_batch"),
@@ -311,22 +315,21 @@ impl ScanMetrics {
                 before.oversized_pages,
                 now.oversized_pages,
             ),
+            (
+                &self.governor_waits,
+                before.governor_waits,
+                now.governor_waits,
+            ),
+            (&self.bytes_shed, before.bytes_shed, now.bytes_shed),
+            (
+                &self.requests_merged,
+                before.requests_merged,
+                now.requests_merged,
+            ),
         ];
         if let Some(auto) = &self.auto {
-            for (count, old, new) in [
-                (
-                    &auto.requests_merged,
-                    before.requests_merged,
-                    now.requests_merged,
-                ),
-                (
-                    &auto.requests_split,
-                    before.requests_split,
-                    now.requests_split,
-                ),
-            ] {
-                count.add(new.saturating_sub(old) as usize);
-            }
+            auto.requests_split
+                .add(now.requests_split.saturating_sub(before.requests_split) as usize);
         }
         for (count, old, new) in counters {
             let delta = new.saturating_sub(old);

@@ -15,6 +15,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 use crate::config::PrefetchOptions;
+use crate::governor::PrefetchGovernor;
 use crate::profiles::StoreProfiles;
 use crate::source::PrefetchingParquetSource;
 
@@ -98,6 +99,10 @@ impl PhysicalOptimizerRule for PrefetchScanRule {
 /// `read_parquet`, `CREATE EXTERNAL TABLE … STORED AS PARQUET` and
 /// [`crate::PrefetchingParquetTable`] all benefit.
 ///
+/// Every prefetching scan of every session on `state`'s runtime counts
+/// against the runtime's [`PrefetchGovernor`]; a `prefetch.memory_limit` set
+/// in `state`'s config becomes its limit.
+///
 /// ```
 /// use datafusion::prelude::SessionContext;
 /// use datafusion_prefetch::enable_prefetch;
@@ -106,15 +111,19 @@ impl PhysicalOptimizerRule for PrefetchScanRule {
 /// ```
 pub fn enable_prefetch(state: SessionState) -> SessionState {
     let runtime = Arc::clone(state.runtime_env());
-    let mut config = state.config().clone();
-    if config
+    let config = state.config().clone();
+    let mut options = config
         .options()
         .extensions
         .get::<PrefetchOptions>()
-        .is_none()
-    {
-        config = config.with_option_extension(PrefetchOptions::default());
+        .cloned()
+        .unwrap_or_default();
+    let governor = PrefetchGovernor::of(&runtime);
+    if let Some(limit) = options.memory_limit() {
+        governor.set_limit(limit);
     }
+    options.attach(governor);
+    let config = config.with_option_extension(options);
     SessionStateBuilder::new_from_existing(state)
         .with_config(config)
         .with_physical_optimizer_rule(Arc::new(PrefetchScanRule::new(runtime)))

@@ -1,10 +1,14 @@
 //! Settings: the `prefetch.*` session options and the sizes they take.
 
 mod byte_size;
+mod limits;
 mod options;
 mod timeout;
 
 pub use byte_size::{ByteSize, ByteSizeError};
+pub use limits::POOL_SHARE_DIVISOR;
+pub(crate) use limits::{StreamLimits, pool_bounded_budget};
+pub(crate) use options::LimitSource;
 pub use options::{
     AUTO_MAX_FILE_OPEN_DEPTH, FIXED_POLICY_FILE_OPEN_DEPTH, FIXED_POLICY_WINDOW,
     MAX_FILE_OPEN_DEPTH, PrefetchOptions, PrefetchPolicy,

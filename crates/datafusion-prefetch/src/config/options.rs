@@ -3,6 +3,7 @@
 use std::any::Any;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use datafusion::common::config::{ConfigEntry, ConfigExtension, ExtensionOptions};
 use datafusion::common::{DataFusionError, Result};
@@ -123,7 +124,32 @@ pub struct PrefetchOptions {
     file_open_depth: Option<usize>,
     eager_first_read_cap: ByteSize,
     request_timeout: RequestTimeout,
+    /// `None`: `auto` (see [`PrefetchOptions::memory_limit`]).
+    memory_limit: Option<ByteSize>,
+    /// The runtime's limit, once the session is built on one: what `SHOW`
+    /// reports, and why `SET` refuses to change it.
+    attached: Option<AttachedLimit>,
 }
+
+/// The process-wide limit a session's options report, read live (the
+/// runtime's governor implements it).
+pub(crate) trait LimitSource: fmt::Debug + Send + Sync {
+    /// The limit now.
+    fn limit(&self) -> ByteSize;
+}
+
+/// A [`LimitSource`] the options hold; options compare equal whatever they
+/// are attached to.
+#[derive(Debug, Clone)]
+struct AttachedLimit(Arc<dyn LimitSource>);
+
+impl PartialEq for AttachedLimit {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for AttachedLimit {}
 
 /// Largest accepted `file_open_depth`: each open-ahead file holds its footer in
 /// memory, and no store benefits from thousands of speculative opens.
@@ -155,6 +181,8 @@ impl Default for PrefetchOptions {
             file_open_depth: None,
             eager_first_read_cap: ByteSize::mib(16),
             request_timeout: RequestTimeout::OFF,
+            memory_limit: None,
+            attached: None,
         }
     }
 }
@@ -165,7 +193,7 @@ struct Key {
     description: &'static str,
 }
 
-const KEYS: [Key; 6] = [
+const KEYS: [Key; 7] = [
     Key {
         name: "policy",
         description: "Scan policy: auto (adapts to the measured store and decoder), off (stock DataFusion), batched, pipelined or streaming",
@@ -189,6 +217,10 @@ const KEYS: [Key; 6] = [
     Key {
         name: "request_timeout",
         description: "Longest a demand read may take before the query fails naming the file and ranges (off, or e.g. 30s)",
+    },
+    Key {
+        name: "memory_limit",
+        description: "Bytes all prefetching scans of every session on this runtime may hold together (staged pieces, requests in flight, buffers still in use), or auto: a quarter of the memory pool's limit when it has one, else 1GiB. Set when the context is built; SHOW gives the runtime's limit",
     },
 ];
 
@@ -229,6 +261,18 @@ impl PrefetchOptions {
     /// How long a demand read may take (`off`: as long as the store takes).
     pub fn request_timeout(&self) -> RequestTimeout {
         self.request_timeout
+    }
+
+    /// The process-wide limit the context is built with; `None` (`auto`, the
+    /// default) keeps the runtime's (see [`crate::PrefetchGovernor`]).
+    pub fn memory_limit(&self) -> Option<ByteSize> {
+        self.memory_limit
+    }
+
+    /// Report `source`'s limit from now on, and refuse to change it with
+    /// `SET`: the options belong to a session on a runtime.
+    pub(crate) fn attach(&mut self, source: Arc<dyn LimitSource>) {
+        self.attached = Some(AttachedLimit(source));
     }
 
     /// Builder-style setter for the demand-read timeout.
@@ -276,6 +320,17 @@ impl PrefetchOptions {
                     config_error(format!("invalid value for prefetch.request_timeout: {e}"))
                 })?;
             }
+            "memory_limit" if self.attached.is_some() => {
+                return Err(config_error(format!(
+                    "prefetch.memory_limit cannot be changed with SET: it is shared by every \
+                     session on this runtime ({} now). Set it when the runtime or context is \
+                     built: prefetch.memory_limit in the SessionConfig, or \
+                     PrefetchGovernor::of(&runtime).set_limit(..)",
+                    self.value_of(key)
+                )));
+            }
+            "memory_limit" if value.eq_ignore_ascii_case(AUTO) => next.memory_limit = None,
+            "memory_limit" => next.memory_limit = Some(parse_nonzero_size(key, value)?),
             _ => {
                 let known = KEYS.map(|k| k.name).join(", ");
                 return Err(config_error(format!(
@@ -352,6 +407,11 @@ impl PrefetchOptions {
                 .map_or_else(|| AUTO.to_string(), |d| d.to_string()),
             "eager_first_read_cap" => self.eager_first_read_cap.to_string(),
             "request_timeout" => self.request_timeout.to_string(),
+            "memory_limit" => match (&self.attached, self.memory_limit) {
+                (Some(AttachedLimit(source)), _) => source.limit().to_string(),
+                (None, Some(limit)) => limit.to_string(),
+                (None, None) => AUTO.to_string(),
+            },
             _ => unreachable!("every key in KEYS has a value"),
         }
     }
@@ -432,6 +492,8 @@ mod tests {
             ("request_timeout", "30s"),
             ("request_timeout", "250ms"),
             ("request_timeout", "off"),
+            ("memory_limit", "2GiB"),
+            ("memory_limit", "auto"),
         ] {
             options.set_key(key, value).unwrap();
             let entry = options
@@ -468,6 +530,8 @@ mod tests {
                 "1.5",
                 "prefetch.eager_first_read_cap",
             ),
+            ("memory_limit", "0", "at least 1 byte"),
+            ("memory_limit", "much", "prefetch.memory_limit"),
             ("nope", "1", "unknown setting 'prefetch.nope'"),
         ];
         for (key, value, expected) in cases {
@@ -491,5 +555,37 @@ mod tests {
         options.set_key("read_ahead_window", "AUTO").unwrap();
         options.set_key("memory_budget", "512MiB").unwrap();
         assert_eq!(options.read_ahead_window(), None);
+    }
+
+    #[derive(Debug)]
+    struct Fixed(ByteSize);
+    impl LimitSource for Fixed {
+        fn limit(&self) -> ByteSize {
+            self.0
+        }
+    }
+
+    #[test]
+    fn an_attached_limit_is_shown_live_and_refused_by_set() {
+        let mut options = PrefetchOptions::default();
+        options.set_key("memory_limit", "2GiB").unwrap();
+        assert_eq!(options.memory_limit(), Some(ByteSize::mib(2048)));
+        options.attach(Arc::new(Fixed(ByteSize::mib(300))));
+        let shown = options
+            .entries()
+            .into_iter()
+            .find(|e| e.key == "prefetch.memory_limit")
+            .unwrap();
+        assert_eq!(shown.value.as_deref(), Some("300MiB"));
+        let err = options
+            .set_key("memory_limit", "1GiB")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("shared by every session on this runtime (300MiB now)"),
+            "{err}"
+        );
+        // The other keys are still set as usual.
+        options.set_key("policy", "off").unwrap();
     }
 }

@@ -22,10 +22,11 @@ use super::fetch::count_requests;
 use super::fetches::{Buffers, Fetches};
 use super::footers::Footers;
 use super::probe::Probe;
-use super::reservation::Reservation;
+use super::reservation::{Refusal, Reservation};
 use super::sink::{EventSink, Reports};
 use super::tasks::SharedResult;
 use super::units::ScanUnits;
+use crate::governor::{Hold, Notice, PrefetchGovernor, ScanShare, Tenant};
 use crate::metrics::ScanMetrics;
 use crate::profiles::StoreProfiles;
 use crate::scheduler::{
@@ -41,6 +42,8 @@ pub(crate) struct DriverParts {
     pub metadata_size_hint: Option<usize>,
     pub plan_metrics: ExecutionPlanMetricsSet,
     pub reservation: MemoryReservation,
+    /// The process-wide limit the scan's read-ahead counts against.
+    pub governor: Arc<PrefetchGovernor>,
     pub metrics: ScanMetrics,
     /// The scan may read files with an offset index slice by slice.
     pub slicing: bool,
@@ -58,6 +61,10 @@ pub(crate) struct DriverParts {
 pub(crate) struct Served {
     pub plan: ReadPlan,
     pub staged: HashMap<FetchId, SharedResult<Buffers>>,
+    /// What the widened and the retained ranges are held under, once the
+    /// demand read brings them.
+    pub widened_hold: Option<Hold>,
+    pub retained_hold: Option<Hold>,
 }
 
 /// One scan's I/O driver, shared by all its partitions.
@@ -96,7 +103,15 @@ impl std::fmt::Debug for ScanDriver {
 
 impl ScanDriver {
     pub(crate) fn new(parts: DriverParts) -> Arc<Self> {
-        Arc::new_cyclic(|this| Self {
+        Arc::new_cyclic(|this: &Weak<Self>| {
+            let tenant: Weak<dyn Tenant> = this.clone();
+            let share = parts.governor.join(tenant);
+            Self::with_parts(parts, share, this)
+        })
+    }
+
+    fn with_parts(parts: DriverParts, share: ScanShare, this: &Weak<Self>) -> Self {
+        Self {
             core: Mutex::new(parts.core),
             published: Mutex::new(CoreStats::default()),
             units: parts.units,
@@ -108,7 +123,7 @@ impl ScanDriver {
             footers: Footers::new(parts.slicing),
             probe: Probe::default(),
             starts: Mutex::new(vec![]),
-            reservation: Reservation::new(parts.reservation),
+            reservation: Reservation::new(parts.reservation, share),
             metrics: parts.metrics,
             slicing: parts.slicing,
             request_timeout: parts.request_timeout,
@@ -117,7 +132,7 @@ impl ScanDriver {
             started: Instant::now(),
             first_batch_seen: AtomicBool::default(),
             this: this.clone(),
-        })
+        }
     }
 
     /// The scan unit a reader was created for.
@@ -163,28 +178,58 @@ impl ScanDriver {
             self.reservation
                 .shrink_to(staged.saturating_sub(unreserved(&actions)));
             for action in actions {
-                if let Some(refused) = self.carry_out(action, &mut served) {
-                    pending.push_back(refused);
-                }
+                self.carry_out(action, &mut served, &mut pending);
             }
         }
         self.publish(&core);
         served
     }
 
-    /// Carry out one action; the event to report if the pool refused it.
-    fn carry_out(&self, action: Action, served: &mut Option<Served>) -> Option<Event> {
-        let mut refused = None;
+    /// Carry out one action, queueing what the governor or the pool
+    /// refused as events to report.
+    fn carry_out(
+        &self,
+        action: Action,
+        served: &mut Option<Served>,
+        refused: &mut VecDeque<Event>,
+    ) {
         match action {
             Action::Serve(mut plan) => {
-                if let Some((id, widened)) = &plan.widened
-                    && !self.reservation.try_reserve(total(widened))
-                {
-                    refused = Some(Event::PoolRefused { id: *id });
-                    plan.widened = None;
+                // The widened and retained ranges ride on the demand read:
+                // refused room, they are simply not kept.
+                let mut widened_hold = None;
+                if let Some((id, widened)) = &plan.widened {
+                    let bytes = total(widened);
+                    match self.reservation.try_reserve(bytes, bytes) {
+                        Ok(hold) => widened_hold = Some(hold),
+                        Err(_) => {
+                            refused.push_back(Event::PoolRefused { id: *id });
+                            plan.widened = None;
+                        }
+                    }
+                }
+                let mut retained_hold = None;
+                if let Some((id, positions)) = &plan.retained {
+                    let bytes = positions
+                        .iter()
+                        .map(|&p| plan.demand[p].end - plan.demand[p].start)
+                        .sum();
+                    // The pool is asked once the pages have landed.
+                    match self.reservation.try_reserve(0, bytes) {
+                        Ok(hold) => retained_hold = Some(hold),
+                        Err(_) => {
+                            refused.push_back(Event::PoolRefused { id: *id });
+                            plan.retained = None;
+                        }
+                    }
                 }
                 let staged = self.fetches.serving(&plan.parts);
-                *served = Some(Served { plan, staged });
+                *served = Some(Served {
+                    plan,
+                    staged,
+                    widened_hold,
+                    retained_hold,
+                });
             }
             Action::OpenAhead { file, partition } => self.open_ahead(file, partition),
             Action::Fetch {
@@ -194,19 +239,29 @@ impl ScanDriver {
                 requests,
             } => {
                 // The scheduler admitted these bytes against the budget; the
-                // pool must agree too, or read-ahead shrinks to what it grants.
-                if !self.reservation.try_reserve(total(&ranges)) {
-                    return Some(Event::PoolRefused { id });
-                }
-                count_requests(&self.metrics, &ranges, requests.as_ref());
+                // governor and the pool must agree too.
+                let hold = match self
+                    .reservation
+                    .try_reserve(total(&ranges), requests.bytes())
+                {
+                    Ok(hold) => hold,
+                    Err(Refusal::Governor) => {
+                        refused.push_back(Event::GovernorRefused { id });
+                        return;
+                    }
+                    Err(Refusal::Pool) => {
+                        refused.push_back(Event::PoolRefused { id });
+                        return;
+                    }
+                };
+                count_requests(&self.metrics, &ranges, Some(&requests));
                 let location = self.units.file(file).object_meta.location.clone();
                 let guard = self.metrics.stats().task_started();
                 self.fetches
-                    .spawn(id, location, ranges, requests, guard, self.sink());
+                    .spawn(id, location, requests, hold, guard, self.sink());
             }
             Action::Release { id, abort } => self.fetches.release(id, abort),
         }
-        refused
     }
 
     /// Keep the pool reservation no larger than the staged bytes and publish
@@ -214,6 +269,7 @@ impl ScanDriver {
     fn publish(&self, core: &ScanCore) {
         let stats = core.stats();
         self.reservation.shrink_to(stats.staged_bytes);
+        self.reservation.staged(stats.staged_bytes);
         let mut published = self.published.lock();
         self.metrics.publish(&published, &stats);
         *published = stats;
@@ -286,6 +342,15 @@ impl EventSink for ScanDriver {
         {
             profiles.record(store, measured);
         }
+    }
+}
+
+impl Tenant for ScanDriver {
+    fn notify(&self, notice: Notice) {
+        self.apply([match notice {
+            Notice::RoomFreed => Event::RoomFreed,
+            Notice::Shed { bytes } => Event::ShedAsked { bytes },
+        }]);
     }
 }
 

@@ -103,6 +103,16 @@ mod tests {
     use super::*;
     use crate::scheduler::plan_requests;
 
+    /// The fixed policies' fetches merge as object_store's `get_ranges`
+    /// does on S3, GCS, Azure and HTTP.
+    #[test]
+    fn the_scheduler_merges_across_the_gap_object_store_coalesces() {
+        assert_eq!(
+            crate::scheduler::STORE_MERGE_GAP,
+            object_store::OBJECT_STORE_COALESCE_DEFAULT
+        );
+    }
+
     #[test]
     fn split_and_merged_ranges_come_back_whole() {
         let file: Vec<u8> = (0..=255u8).cycle().take(1000).collect();

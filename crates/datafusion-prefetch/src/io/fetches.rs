@@ -3,7 +3,6 @@
 //! or abandoned.
 
 use std::collections::HashMap;
-use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -17,6 +16,7 @@ use tokio::task::AbortHandle;
 use super::fetch::fetch_planned;
 use super::sink::{Reports, report};
 use super::tasks::{SharedResult, Slot};
+use crate::governor::{Hold, hold_buffers};
 use crate::metrics::TaskGuard;
 use crate::scheduler::{Event, FetchId, Part, RequestPlan};
 
@@ -47,15 +47,16 @@ impl Fetches {
         }
     }
 
-    /// Start fetch `id` of `ranges` of `location`: one `get_ranges` call, or
-    /// under `auto` the GETs of its request plan. A failure is reported to
-    /// `sink` (the pieces go to demand reads).
+    /// Start fetch `id` of `location`: the GETs of its request plan, one
+    /// buffer per range the plan was made for, each keeping `hold` (the
+    /// governor's reservation) until the last of them is dropped. A failure
+    /// is reported to `sink` (the pieces go to demand reads).
     pub(crate) fn spawn(
         &self,
         id: FetchId,
         location: Path,
-        ranges: Vec<Range<u64>>,
-        requests: Option<RequestPlan>,
+        requests: RequestPlan,
+        hold: Hold,
         guard: TaskGuard,
         sink: Reports,
     ) {
@@ -64,15 +65,11 @@ impl Fetches {
         let slot = Slot::spawn("prefetch task", async move {
             let _guard = guard;
             let started = Instant::now();
-            let fetched = match requests {
-                Some(plan) => fetch_planned(store.as_ref(), &location, &plan, &sink).await,
-                None => store.get_ranges(&location, &ranges).await,
-            };
-            match fetched {
+            match fetch_planned(store.as_ref(), &location, &requests, &sink).await {
                 Ok(bytes) => {
                     let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
                     slowest.fetch_max(micros, Ordering::Relaxed);
-                    Ok(Arc::new(bytes))
+                    Ok(Arc::new(hold_buffers(bytes, hold)))
                 }
                 Err(e) => {
                     report(&sink, Event::FetchFailed { id });
@@ -84,8 +81,9 @@ impl Fetches {
     }
 
     /// Keep buffers that came with a demand read (widened or retained
-    /// ranges) under `id`.
-    pub(crate) fn insert_ready(&self, id: FetchId, buffers: Vec<Bytes>) {
+    /// ranges) under `id`, held under `hold` until the last is dropped.
+    pub(crate) fn insert_ready(&self, id: FetchId, buffers: Vec<Bytes>, hold: Hold) {
+        let buffers = hold_buffers(buffers, hold);
         self.slots.lock().insert(id, Slot::ready(Arc::new(buffers)));
     }
 

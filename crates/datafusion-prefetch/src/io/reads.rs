@@ -22,6 +22,7 @@ use super::footer_layout::layout_of;
 use super::read_error;
 use super::sink::EventSink;
 use super::tasks::SharedResult;
+use crate::governor::Hold;
 use crate::scheduler::{
     Event, FetchId, FileId, Part, PartitionId, ReadPlan, SlicePlan, starts_past_the_end,
 };
@@ -104,8 +105,15 @@ impl ScanDriver {
                 ranges: ranges.clone(),
             },
         ];
-        let Served { plan, staged } = self.apply(asked).expect("a read is served");
-        let demanded = match self.fetch_demand(file, reader, &plan).await {
+        self.reservation.read_asked();
+        let Served {
+            plan,
+            staged,
+            widened_hold,
+            retained_hold,
+        } = self.apply(asked).expect("a read is served");
+        let holds = (widened_hold, retained_hold);
+        let demanded = match self.fetch_demand(file, reader, &plan, holds).await {
             Ok(demanded) => demanded,
             Err(e) => {
                 // The widened and retained ranges rode on the failed request.
@@ -135,6 +143,7 @@ impl ScanDriver {
         file: FileId,
         reader: &mut (dyn AsyncFileReader + Send),
         plan: &ReadPlan,
+        (widened_hold, retained_hold): (Option<Hold>, Option<Hold>),
     ) -> ReadResult<Vec<Bytes>> {
         let mut request = plan.demand.clone();
         if let Some((_, widened)) = &plan.widened {
@@ -183,12 +192,12 @@ impl ScanDriver {
                 fetched.iter().map(Bytes::len).collect::<Vec<_>>()
             )));
         }
-        if let Some((id, _)) = &plan.widened {
+        if let (Some((id, _)), Some(hold)) = (&plan.widened, widened_hold) {
             let widened = fetched.split_off(plan.demand.len());
-            self.fetches.insert_ready(*id, widened);
+            self.fetches.insert_ready(*id, widened, hold);
         }
-        if let Some((id, positions)) = &plan.retained {
-            self.retain(*id, positions, &fetched);
+        if let (Some((id, positions)), Some(hold)) = (&plan.retained, retained_hold) {
+            self.retain(*id, positions, &fetched, hold);
         }
         Ok(fetched)
     }
@@ -273,15 +282,16 @@ impl ScanDriver {
     }
 
     /// Keep demanded pages a later slice reads staged under `id` (the
-    /// scheduler has admitted them), once the pool agrees.
-    fn retain(&self, id: FetchId, positions: &[usize], fetched: &[Bytes]) {
+    /// scheduler has admitted them, the governor holds them), once the pool
+    /// agrees.
+    fn retain(&self, id: FetchId, positions: &[usize], fetched: &[Bytes], hold: Hold) {
         let kept: Vec<Bytes> = positions.iter().map(|&i| fetched[i].clone()).collect();
         let bytes: u64 = kept.iter().map(|b| b.len() as u64).sum();
-        if !self.reservation.try_reserve(bytes) {
+        if !self.reservation.try_reserve_pool(bytes) {
             self.apply([Event::PoolRefused { id }]);
             return;
         }
-        self.fetches.insert_ready(id, kept);
+        self.fetches.insert_ready(id, kept, hold);
     }
 
     /// Wait for a read-ahead, but not forever: after the fetches' patience

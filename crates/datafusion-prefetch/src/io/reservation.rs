@@ -1,37 +1,74 @@
-//! The scan's reservation in the memory pool, kept equal to what the
-//! scheduler has staged: grown for each fetch it admits, shrunk as bytes are
-//! released.
+//! What a scan may hold, asked of two keepers at once: the process-wide
+//! [`PrefetchGovernor`](crate::PrefetchGovernor), which counts every byte
+//! prefetching holds until its last buffer is dropped, and the session's
+//! memory pool, whose reservation is kept equal to what the scheduler has
+//! staged (grown for each fetch it admits, shrunk as bytes are released).
 
 use datafusion::execution::memory_pool::MemoryReservation;
 
-/// What a scan has reserved from the session's memory pool.
+use crate::governor::{Hold, ScanShare};
+
+/// Who said no.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The process-wide limit has no room now; the scan is told when it has.
+    Governor,
+    /// The memory pool refused; read-ahead shrinks to what it grants.
+    Pool,
+}
+
+/// A scan's share of the governor and its reservation in the memory pool.
 #[derive(Debug)]
-pub(crate) struct Reservation(MemoryReservation);
+pub(crate) struct Reservation {
+    pool: MemoryReservation,
+    share: ScanShare,
+}
 
 impl Reservation {
-    pub(crate) fn new(reservation: MemoryReservation) -> Self {
-        Self(reservation)
+    pub(crate) fn new(pool: MemoryReservation, share: ScanShare) -> Self {
+        Self { pool, share }
     }
 
-    /// Reserve `bytes` the scheduler admitted. `false`: the pool refused,
-    /// and the driver must report it so read-ahead shrinks to what the pool
-    /// grants.
-    pub(crate) fn try_reserve(&self, bytes: u64) -> bool {
-        self.0.try_grow(bytes as usize).is_ok()
+    /// Reserve what the scheduler admitted: `held` bytes under the
+    /// governor (all a fetch's requests read, gaps included) and `staged`
+    /// bytes in the pool. The hold is released when it and every buffer it
+    /// is attached to are dropped.
+    pub(crate) fn try_reserve(&self, staged: u64, held: u64) -> Result<Hold, Refusal> {
+        let hold = self.share.try_reserve(held).ok_or(Refusal::Governor)?;
+        self.pool
+            .try_grow(staged as usize)
+            .map_err(|_| Refusal::Pool)?;
+        Ok(hold)
     }
 
-    /// Give back whatever is reserved beyond `bytes`, so what a transition
-    /// released returns to the pool before anything new is reserved and the
-    /// pool never holds more than the budget.
+    /// Reserve `bytes` in the pool only (buffers already held under the
+    /// governor). `false`: the pool refused.
+    pub(crate) fn try_reserve_pool(&self, bytes: u64) -> bool {
+        self.pool.try_grow(bytes as usize).is_ok()
+    }
+
+    /// Give back whatever the pool holds beyond `bytes`, so what a
+    /// transition released returns to the pool before anything new is
+    /// reserved and the pool never holds more than the budget.
     pub(crate) fn shrink_to(&self, bytes: u64) {
         let keep = bytes as usize;
-        if self.0.size() > keep {
-            self.0.shrink(self.0.size() - keep);
+        if self.pool.size() > keep {
+            self.pool.shrink(self.pool.size() - keep);
         }
     }
 
-    /// Give everything back (the scan is over).
+    /// The scheduler stages `bytes` now (the governor's gauge).
+    pub(crate) fn staged(&self, bytes: u64) {
+        self.share.set_staged(bytes);
+    }
+
+    /// The scan's decoders asked for bytes: its consumer is reading.
+    pub(crate) fn read_asked(&self) {
+        self.share.read_asked();
+    }
+
+    /// Give the pool everything back (the scan is over).
     pub(crate) fn free(&self) {
-        self.0.free();
+        self.pool.free();
     }
 }

@@ -9,6 +9,14 @@ use super::protocol::{Action, FetchId, FileId, PartitionId};
 use super::scan::ScanCore;
 use super::state::{Candidate, PieceKey, PoolState, Progress, Reading, StagedPiece};
 
+/// Pieces admitted together, to be fetched in one background fetch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Admitted {
+    pub id: FetchId,
+    pub file: FileId,
+    pub ranges: Vec<Range<u64>>,
+}
+
 /// Whether more bytes fit a partition's staging.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Room {
@@ -42,7 +50,11 @@ impl ScanCore {
     /// first piece over the scan's budget. A chunk that can never fit is
     /// skipped (the decoder reads it); a page that can never fit stops its
     /// partition's read-ahead, so it is read alone.
-    pub(super) fn admit(&mut self, candidates: Vec<Candidate>, single_fetch: bool) -> Vec<Action> {
+    pub(super) fn admit(
+        &mut self,
+        candidates: Vec<Candidate>,
+        single_fetch: bool,
+    ) -> Vec<Admitted> {
         let mut fetches: Vec<(FetchId, FileId, usize, Vec<Range<u64>>)> = vec![];
         let stream_limit = self.stream_limit();
         let limit = stream_limit.min(self.config.memory_budget);
@@ -138,20 +150,37 @@ impl ScanCore {
         }
         fetches
             .into_iter()
-            .map(|(id, file, _, ranges)| {
-                let requests = self.request_plan(&ranges);
-                if let (Some(plan), Some(live)) = (&requests, self.live_fetches.get_mut(&id)) {
-                    live.merged = plan.merged;
-                    live.split = plan.split;
-                }
-                Action::Fetch {
-                    id,
-                    file,
-                    ranges,
-                    requests,
-                }
-            })
+            .map(|(id, file, _, ranges)| Admitted { id, file, ranges })
             .collect()
+    }
+
+    /// Admit candidates in order while they fit, each (file, group) as one
+    /// background fetch with its store requests planned.
+    pub(super) fn admit_fetches(&mut self, candidates: Vec<Candidate>) -> Vec<Action> {
+        let admitted = self.admit(candidates, false);
+        admitted.into_iter().map(|a| self.fetch(a)).collect()
+    }
+
+    /// The background fetch of `admitted`, its requests planned; what the
+    /// requests read between its ranges is fetched ahead, and waste from
+    /// the start.
+    fn fetch(&mut self, admitted: Admitted) -> Action {
+        let Admitted { id, file, ranges } = admitted;
+        let requests = self.fetch_plan(&ranges);
+        let gap = requests.bytes().saturating_sub(total(&ranges));
+        self.stats.bytes_fetched_ahead += gap;
+        self.stats.bytes_wasted += gap;
+        if let Some(live) = self.live_fetches.get_mut(&id) {
+            live.merged = requests.merged;
+            live.split = requests.split;
+            live.gap = gap;
+        }
+        Action::Fetch {
+            id,
+            file,
+            ranges,
+            requests,
+        }
     }
 
     pub(super) fn new_fetch_id(&mut self) -> FetchId {
@@ -212,9 +241,9 @@ impl ScanCore {
         self.pool = PoolState::Granting;
     }
 
-    /// Forget a fetch that will not land: its pieces are left to the
-    /// decoder's demand reads rather than tried again.
-    fn drop_fetch(&mut self, id: FetchId) {
+    /// Forget a fetch whose bytes will not land: its pieces go back to
+    /// being candidates (`retry`) or are left to the decoder's demand reads.
+    fn drop_fetch(&mut self, id: FetchId, retry: bool) {
         let keys: Vec<PieceKey> = self
             .staged
             .iter()
@@ -225,6 +254,9 @@ impl ScanCore {
             let piece = self.staged.remove(&key).expect("key from staged");
             self.unstage(&piece);
             self.stats.bytes_fetched_ahead -= piece.len();
+            if retry {
+                continue;
+            }
             match &mut self.files[key.0].reading {
                 Reading::Slices(slices) => {
                     slices.given_up.insert(piece.range.start);
@@ -241,7 +273,7 @@ impl ScanCore {
     /// them) and read ahead what now fits.
     pub(super) fn on_fetch_failed(&mut self, id: FetchId) -> Vec<Action> {
         self.stats.failed_prefetches += 1;
-        self.drop_fetch(id);
+        self.drop_fetch(id, false);
         self.pump()
     }
 
@@ -249,13 +281,77 @@ impl ScanCore {
     /// requests were never sent) and stop reading ahead until something is
     /// released.
     pub(super) fn on_pool_refused(&mut self, id: FetchId) {
+        self.unsend(id);
+        self.stats.failed_prefetches += 1;
+        self.drop_fetch(id, false);
+        self.pool = PoolState::RefusedUntilRelease;
+    }
+
+    /// The process-wide limit had no room for a fetch (its requests were
+    /// never sent): its pieces stay worth fetching, and read-ahead waits
+    /// until the governor frees room or this scan releases bytes.
+    pub(super) fn on_governor_refused(&mut self, id: FetchId) {
+        self.unsend(id);
+        self.stats.governor_waits += 1;
+        self.drop_fetch(id, true);
+        self.pool = PoolState::WaitingForRoom;
+    }
+
+    /// Undo what a fetch's request plan counted: it was never sent. (A
+    /// refusal comes in the same answer as the admission, before anything
+    /// is published; a failed fetch was sent, and stays counted.)
+    fn unsend(&mut self, id: FetchId) {
         if let Some(live) = self.live_fetches.get(&id) {
             self.stats.requests_merged -= live.merged;
             self.stats.requests_split -= live.split;
+            self.stats.bytes_fetched_ahead -= live.gap;
+            self.stats.bytes_wasted -= live.gap;
         }
-        self.stats.failed_prefetches += 1;
-        self.drop_fetch(id);
-        self.pool = PoolState::RefusedUntilRelease;
+    }
+
+    /// The governor freed room: read ahead again (unless the memory pool
+    /// refused, or the scan shed its share while idle).
+    pub(super) fn on_room_freed(&mut self) -> Vec<Action> {
+        if self.pool != PoolState::WaitingForRoom {
+            return vec![];
+        }
+        self.pool = PoolState::Granting;
+        self.pump()
+    }
+
+    /// Others wait for room while this scan's consumer is idle: release
+    /// whole fetches nobody was served from — upcoming files' first reads
+    /// first, then the furthest ahead — until `bytes` are given back, and
+    /// fetch nothing more until a decoder reads again.
+    pub(super) fn on_shed_asked(&mut self, bytes: u64) -> Vec<Action> {
+        let mut sizes: BTreeMap<FetchId, u64> = BTreeMap::new();
+        let mut order: Vec<(bool, PieceKey, FetchId)> = vec![];
+        for (key, piece) in &self.staged {
+            if self
+                .live_fetches
+                .get(&piece.fetch)
+                .is_some_and(|f| !f.served)
+            {
+                *sizes.entry(piece.fetch).or_default() += piece.len();
+                order.push((self.open_files.contains(&key.0), *key, piece.fetch));
+            }
+        }
+        // Not-open files first, then from the back of each file.
+        order.sort_by_key(|(open, key, _)| (*open, std::cmp::Reverse(*key)));
+        let mut chosen = BTreeSet::new();
+        let mut freed = 0;
+        for (_, _, fetch) in order {
+            if freed >= bytes {
+                break;
+            }
+            if chosen.insert(fetch) {
+                freed += sizes[&fetch];
+            }
+        }
+        let actions = self.release_where(|_, piece| chosen.contains(&piece.fetch));
+        self.stats.bytes_shed += freed;
+        self.pool = PoolState::ShedUntilRead;
+        actions
     }
 
     /// Release everything (the scan is over or was dropped).
@@ -267,4 +363,8 @@ impl ScanCore {
         self.waiting_ahead.clear();
         self.release_where(|_, _| true)
     }
+}
+
+fn total(ranges: &[Range<u64>]) -> u64 {
+    ranges.iter().map(|r| r.end - r.start).sum()
 }

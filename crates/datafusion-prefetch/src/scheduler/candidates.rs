@@ -18,7 +18,7 @@ impl ScanCore {
     /// Everything worth fetching ahead now, in priority order, admitted against
     /// the window and the budget (`pipelined`, `streaming` and `auto`).
     pub(super) fn pump(&mut self) -> Vec<Action> {
-        if !self.reads_ahead() || self.pool == PoolState::RefusedUntilRelease {
+        if !self.reads_ahead() || self.pool != PoolState::Granting {
             return vec![];
         }
         let mut candidates = vec![];
@@ -40,7 +40,7 @@ impl ScanCore {
             }
         }
         candidates.extend(self.first_reads_of_upcoming_files());
-        self.admit(candidates, false)
+        self.admit_fetches(candidates)
     }
 
     /// The first reads of files opened ahead, in the order they were asked

@@ -17,6 +17,8 @@
 //! ReadAsked{file, ranges}        ──►  Serve(ReadPlan), Release(…), Fetch(…)
 //! SliceStarted / ReaderClosed    ──►  Release(…), Fetch(…)
 //! FetchFailed / PoolRefused      ──►  Fetch(…)           (the pieces go to demand reads)
+//! GovernorRefused / RoomFreed    ──►  Fetch(…)           (the pieces wait for room)
+//! ShedAsked                      ──►  Release(…)         (an idle scan gives its share back)
 //! RequestTimed / ReadStarted …   ──►  (auto's measurements: later answers change)
 //! ScanEnded                      ──►  Release(everything)
 //! ```
@@ -55,6 +57,8 @@ pub(crate) use protocol::{
     starts_past_the_end,
 };
 pub(crate) use requests::RequestPlan;
+#[cfg(test)]
+pub(crate) use requests::STORE_MERGE_GAP;
 #[cfg(test)]
 pub(crate) use requests::plan_requests;
 pub(crate) use scan::ScanCore;

@@ -138,6 +138,21 @@ pub(crate) enum Event {
         /// The fetch.
         id: FetchId,
     },
+    /// The process-wide limit has no room for a fetch now: its pieces stay
+    /// worth fetching, and read-ahead waits for [`Event::RoomFreed`].
+    GovernorRefused {
+        /// The fetch.
+        id: FetchId,
+    },
+    /// Room was freed under the process-wide limit: read ahead again.
+    RoomFreed,
+    /// Other scans wait for room while this scan's consumer is idle: give
+    /// back up to `bytes` of what is staged and nobody was served from,
+    /// and fetch nothing more ahead until a decoder reads again.
+    ShedAsked {
+        /// How much is asked back.
+        bytes: u64,
+    },
     /// A request whose largest range was `bytes` long took `took`.
     RequestTimed {
         /// Bytes of the request's largest range.
@@ -181,8 +196,9 @@ pub(crate) enum Action {
         partition: PartitionId,
     },
     /// Fetch `ranges` of `file` in the background. The bytes are already
-    /// admitted against the budget; the memory pool must agree too, or the
-    /// driver reports [`Event::PoolRefused`].
+    /// admitted against the budget; the process-wide limit and the memory
+    /// pool must agree too, or the driver reports [`Event::GovernorRefused`]
+    /// or [`Event::PoolRefused`].
     Fetch {
         /// The fetch's identity; reads refer to its ranges by index.
         id: FetchId,
@@ -190,9 +206,11 @@ pub(crate) enum Action {
         file: FileId,
         /// The ranges, one per staged piece.
         ranges: Vec<Range<u64>>,
-        /// `auto`: the store requests to send (merged and split by what it
-        /// measured); `None`: the store's own `get_ranges` plans them.
-        requests: Option<RequestPlan>,
+        /// The store requests to send: under `auto` merged and split by what
+        /// it measured, otherwise merged as object_store's `get_ranges`
+        /// merges (ranges within [`STORE_MERGE_GAP`](super::STORE_MERGE_GAP)).
+        /// Their gap bytes are fetched and never decoded: counted as waste.
+        requests: RequestPlan,
     },
     /// The scheduler is done with this fetch: drop its buffers. When `abort`,
     /// nobody was served from it, so a request still in flight is stopped too;
@@ -269,8 +287,14 @@ pub(crate) struct CoreStats {
     pub bytes_fetched_ahead: u64,
     /// Bytes handed to the decoder from staged buffers.
     pub bytes_served_from_prefetch: u64,
-    /// Staged bytes released without the decoder having used them.
+    /// Bytes fetched ahead that no decoder used: staged bytes released
+    /// untaken, and the gap bytes of merged requests.
     pub bytes_wasted: u64,
+    /// Fetches the process-wide limit had no room for (read-ahead waited).
+    pub governor_waits: u64,
+    /// Staged bytes given back because the process-wide limit asked an idle
+    /// scan to (a part of `bytes_wasted`).
+    pub bytes_shed: u64,
     /// Background fetches that failed or were refused memory.
     pub failed_prefetches: u64,
     /// Upcoming files whose footer was read ahead.
@@ -292,7 +316,7 @@ pub(crate) struct CoreStats {
     /// Pages larger than the window or the budget: never fetched ahead, read
     /// alone by the decoder with nothing else fetched ahead behind them.
     pub oversized_pages: u64,
-    /// `auto`: ranges that shared a request with a neighbour.
+    /// Ranges that shared a request with a neighbour.
     pub requests_merged: u64,
     /// `auto`: requests added by splitting large ranges.
     pub requests_split: u64,

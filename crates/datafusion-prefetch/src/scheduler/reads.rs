@@ -8,7 +8,9 @@ use super::admission::Room;
 use super::layout::FileLayout;
 use super::protocol::{Action, FetchId, FileId, Part, ReadPlan, starts_past_the_end};
 use super::scan::ScanCore;
-use super::state::{Direction, PieceKey, PlanTrust, Prediction, SlicePlans, StagedPiece};
+use super::state::{
+    Direction, PieceKey, PlanTrust, PoolState, Prediction, SlicePlans, StagedPiece,
+};
 use crate::config::PrefetchPolicy;
 
 impl ScanCore {
@@ -18,6 +20,11 @@ impl ScanCore {
     pub(super) fn on_read_asked(&mut self, file: FileId, ranges: &[Range<u64>]) -> Vec<Action> {
         let mut plan = ReadPlan::default();
         let mut actions = vec![];
+        // A decoder reads: a scan that gave back its share while its
+        // consumer was idle reads ahead again.
+        if self.pool == PoolState::ShedUntilRead {
+            self.pool = PoolState::Granting;
+        }
         self.count_granularity(file, ranges);
         let layout = self.files[file].layout.clone();
         let page_granular = self.files[file].slices().is_some();
@@ -62,8 +69,8 @@ impl ScanCore {
             // Batched only widens a request that is being made anyway.
             PrefetchPolicy::Batched if !plan.demand.is_empty() => {
                 let candidates = self.row_groups_ahead(file);
-                if let Some(Action::Fetch { id, ranges, .. }) = self.admit(candidates, true).pop() {
-                    plan.widened = Some((id, ranges));
+                if let Some(admitted) = self.admit(candidates, true).pop() {
+                    plan.widened = Some((admitted.id, admitted.ranges));
                 }
             }
             PrefetchPolicy::Pipelined | PrefetchPolicy::Streaming | PrefetchPolicy::Auto => {

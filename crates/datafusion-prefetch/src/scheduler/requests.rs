@@ -1,6 +1,7 @@
-//! `auto`: turning the byte ranges of one fetch into store requests — merging
-//! neighbours whose gap is cheap to read through, splitting large spans into
-//! parallel requests — and mapping each range back onto the requests' bodies.
+//! Turning the byte ranges of one fetch into store requests — merging
+//! neighbours whose gap is cheap to read through, and under `auto` splitting
+//! large spans into parallel requests — and mapping each range back onto the
+//! requests' bodies.
 
 use std::ops::Range;
 
@@ -23,6 +24,19 @@ pub struct RequestPlan {
     pub merged: u64,
     /// Requests added by splitting.
     pub split: u64,
+}
+
+/// How far apart two ranges may be and still share one request when the
+/// scheduler plans a fixed policy's fetch: object_store's
+/// `OBJECT_STORE_COALESCE_DEFAULT`, the gap its `get_ranges` merges across
+/// on S3, GCS, Azure and HTTP (the driver's tests check the two agree).
+pub const STORE_MERGE_GAP: u64 = 1024 * 1024;
+
+impl RequestPlan {
+    /// Bytes the requests read, gaps included.
+    pub fn bytes(&self) -> u64 {
+        self.requests.iter().map(|r| r.end - r.start).sum()
+    }
 }
 
 /// Plan requests for `ranges`: ranges closer than `merge_gap` (or overlapping)

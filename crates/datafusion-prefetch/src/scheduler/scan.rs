@@ -169,6 +169,12 @@ impl ScanCore {
                 self.on_pool_refused(id);
                 vec![]
             }
+            Event::GovernorRefused { id } => {
+                self.on_governor_refused(id);
+                vec![]
+            }
+            Event::RoomFreed => self.on_room_freed(),
+            Event::ShedAsked { bytes } => self.on_shed_asked(bytes),
             Event::RequestTimed { bytes, took } => {
                 self.on_request_timed(bytes, took);
                 vec![]

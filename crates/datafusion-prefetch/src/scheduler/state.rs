@@ -164,7 +164,8 @@ impl SlicePlans {
     }
 }
 
-/// Whether the memory pool grants what admission admits.
+/// Whether the memory pool and the process-wide limit grant what admission
+/// admits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(super) enum PoolState {
     /// Nothing refused since the last release.
@@ -173,6 +174,12 @@ pub(super) enum PoolState {
     /// The pool refused a reservation: nothing more is fetched ahead until
     /// bytes are released, so read-ahead shrinks to what the pool grants.
     RefusedUntilRelease,
+    /// The process-wide limit had no room: nothing more is fetched ahead
+    /// until it frees some (or this scan releases bytes).
+    WaitingForRoom,
+    /// The scan gave its staged bytes back while its consumer was idle:
+    /// nothing more is fetched ahead until a decoder reads again.
+    ShedUntilRead,
 }
 
 /// The scheduler's knowledge of one scan unit.
@@ -296,10 +303,12 @@ pub(super) struct LiveFetch {
     pub pieces: usize,
     /// Whether a reader was served from it.
     pub served: bool,
-    /// `auto`: ranges merged and requests split by its request plan.
+    /// Ranges merged and requests split by its request plan.
     pub merged: u64,
     /// See `merged`.
     pub split: u64,
+    /// Bytes its requests read between its ranges (counted as waste).
+    pub gap: u64,
 }
 
 /// Whether `auto` treats its store as remote for the rest of the scan.

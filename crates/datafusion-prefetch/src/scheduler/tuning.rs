@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::auto::AutoTuner;
 use super::layout::FileLayout;
 use super::protocol::FileId;
-use super::requests::{RequestPlan, plan_requests};
+use super::requests::{RequestPlan, STORE_MERGE_GAP, plan_requests};
 use super::scan::ScanCore;
 use super::state::Locality;
 use crate::config::PrefetchPolicy;
@@ -156,9 +156,21 @@ impl ScanCore {
         }
     }
 
-    /// The store requests for a fetch of `ranges`: under `auto`, merged and
-    /// split by the measured round trip and bandwidth; otherwise `None` (the
-    /// store's own `get_ranges` plans them).
+    /// The store requests of a background fetch of `ranges`: `auto`'s
+    /// [`Self::request_plan`]; for the other policies merged across gaps of
+    /// up to [`STORE_MERGE_GAP`] and never split — what object_store's
+    /// `get_ranges` would send to S3, GCS, Azure or HTTP, planned here so
+    /// that every byte requested (gaps included) is known.
+    pub(super) fn fetch_plan(&mut self, ranges: &[Range<u64>]) -> RequestPlan {
+        self.request_plan(ranges).unwrap_or_else(|| {
+            let plan = plan_requests(ranges, STORE_MERGE_GAP, |_| None);
+            self.stats.requests_merged += plan.merged;
+            plan
+        })
+    }
+
+    /// `auto`'s store requests for `ranges`: merged and split by the
+    /// measured round trip and bandwidth; `None` for other policies.
     pub(super) fn request_plan(&mut self, ranges: &[Range<u64>]) -> Option<RequestPlan> {
         let tuner = &self.auto.as_ref()?.tuner;
         let plan = plan_requests(ranges, tuner.merge_gap(), |len| tuner.split_bytes(len));

@@ -10,6 +10,7 @@ mod errors;
 mod fault_matrix;
 mod faults;
 mod fuzz_targets;
+mod governor;
 mod mechanism;
 mod memory_pressure;
 mod pools;

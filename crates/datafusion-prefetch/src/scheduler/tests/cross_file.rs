@@ -192,3 +192,41 @@ fn a_scan_of_a_hundred_thousand_files_opens_each_ahead_once() {
     core.shutdown();
     assert_eq!(core.stats().staged_bytes, 0);
 }
+
+/// What is fetched and never decoded is waste, whatever the cause: here a
+/// file read eagerly and then pruned whole (its reader opens and closes
+/// without reading), and a row group fetched ahead that the decoder skips.
+#[test]
+fn eager_reads_of_a_pruned_file_and_skipped_row_groups_are_waste() {
+    let layout = layout(2, 4 * MIB);
+    let mut core = core(PrefetchPolicy::Pipelined, 3, 64 * MIB, 100 * MIB);
+    core.reader_opened(0, 0);
+    for file in 0..3 {
+        core.metadata_known(file, Arc::clone(&layout));
+    }
+    let plan = core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
+    let ahead: u64 = fetched(&plan.actions)
+        .iter()
+        .flat_map(|(_, ranges)| ranges.iter().map(|r| r.end - r.start))
+        .sum();
+    // File 0's row group 1, and both row groups of files 1 and 2 (one
+    // request each: nothing is read between them).
+    assert_eq!(ahead, 4 * MIB + 2 * 8 * MIB);
+    assert_eq!(core.stats().bytes_wasted, 0);
+    // File 1 is pruned by its statistics: opened, closed, never read.
+    core.reader_closed(0);
+    core.reader_opened(1, 0);
+    core.reader_closed(1);
+    assert_eq!(core.stats().bytes_wasted, 4 * MIB + 8 * MIB);
+    // File 2's decoder skips its row group 0.
+    core.reader_opened(2, 0);
+    core.plan_read(2, &[layout.chunk(1, 1).unwrap()]);
+    core.shutdown();
+    let stats = core.stats();
+    assert_eq!(stats.bytes_wasted, 4 * MIB + 8 * MIB + 4 * MIB);
+    assert_eq!(
+        stats.bytes_fetched_ahead - stats.bytes_wasted,
+        stats.bytes_served_from_prefetch,
+        "every byte fetched ahead was either served or wasted: {stats:?}"
+    );
+}

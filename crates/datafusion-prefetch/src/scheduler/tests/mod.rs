@@ -5,6 +5,7 @@
 mod auto;
 mod budget;
 mod cross_file;
+mod governor;
 mod row_groups;
 mod streaming;
 
@@ -208,6 +209,20 @@ pub(super) fn fetched(actions: &[Action]) -> Vec<(FileId, Vec<Range<u64>>)> {
             _ => None,
         })
         .collect()
+}
+
+/// Bytes the fetches of `actions` read between their ranges (a merged
+/// request's gaps: fetched, never decoded).
+pub(super) fn gap_bytes(actions: &[Action]) -> u64 {
+    actions
+        .iter()
+        .map(|a| match a {
+            Action::Fetch {
+                ranges, requests, ..
+            } => requests.bytes() - ranges.iter().map(|r| r.end - r.start).sum::<u64>(),
+            _ => 0,
+        })
+        .sum()
 }
 
 pub(super) fn released(actions: &[Action]) -> usize {
