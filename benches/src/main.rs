@@ -5,12 +5,14 @@
 //! prefetch-bench --suite cross_file --latency fixed:100 --policies off,pipelined
 //! prefetch-bench --suite tpch --scale 1 --latency fixed:50 --plot tpch.svg
 //! prefetch-bench --suite peers --latency s3   # vs Polars, DuckDB, PyArrow over S3
+//! prefetch-bench --suite concurrent --clients 8 --latency s3  # one runtime, 8 clients
 //! ```
 //!
 //! See `benches/README.md` for every flag and suite.
 
 mod ballista;
 mod clickbench;
+mod concurrent;
 mod datagen;
 mod first_batch;
 mod peers;
@@ -26,6 +28,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use datafusion_prefetch::ByteSize;
 use datafusion_prefetch_simstore::{LatencyModel, SimulatedStoreConfig};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -38,9 +41,25 @@ use crate::suites::{ClickbenchCopy, Query, Suite, SuiteOptions};
 #[command(name = "prefetch-bench", version, about)]
 struct Args {
     /// Suite to run: cross_file, single_row_group, four_row_groups, many_small_files, tpch,
-    /// clickbench, or peers (against other engines over a real S3 server).
+    /// clickbench, peers (against other engines over a real S3 server), or
+    /// concurrent (`--clients` clients on one runtime, each running the TPC-H
+    /// queries in its own order).
     #[arg(long)]
     suite: String,
+    /// concurrent: clients running at once on one runtime.
+    #[arg(long, default_value_t = 8)]
+    clients: usize,
+    /// concurrent: give the runtime a `FairSpillPool` of this size (e.g. 4GiB)
+    /// instead of DataFusion's unbounded pool.
+    #[arg(long)]
+    pool_limit: Option<String>,
+    /// `prefetch.memory_limit`: what every prefetching scan of the runtime may
+    /// hold together (default: the governor's, a quarter of a bounded pool or 1GiB).
+    #[arg(long)]
+    memory_limit: Option<String>,
+    /// concurrent: the seed each client's query order is shuffled from.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
     /// Data size of tpch (TPC-H scale factor) and clickbench (1 = 4 files of
     /// 1M rows); the other suites have a fixed size.
     #[arg(long, default_value_t = 1.0)]
@@ -293,7 +312,13 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
         scale: args.scale,
         clickbench_copy: args.clickbench_copy,
     };
-    let mut suite = suites::prepare(&args.suite, &args.data_dir, &options)?;
+    let concurrent = args.suite == "concurrent";
+    let data = if concurrent {
+        "tpch"
+    } else {
+        args.suite.as_str()
+    };
+    let mut suite = suites::prepare(data, &args.data_dir, &options)?;
     if !args.queries.is_empty() {
         suite.queries.retain(|q| args.queries.contains(&q.name));
         if suite.queries.is_empty() {
@@ -306,6 +331,31 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
     }
     let mut policies: Vec<String> = vec!["off".into()];
     policies.extend(args.policies.iter().filter(|p| *p != "off").cloned());
+    if concurrent {
+        let size = |flag: &str, value: &Option<String>| -> Result<Option<ByteSize>, String> {
+            value
+                .as_deref()
+                .map(|v| v.parse().map_err(|e| format!("--{flag}: {e}")))
+                .transpose()
+        };
+        return Ok(concurrent::run(
+            &suite,
+            &concurrent::ConcurrentConfig {
+                clients: args.clients.max(1),
+                policies,
+                store,
+                latency_label: args.latency.clone(),
+                partitions: args.partitions.unwrap_or(1),
+                settings: prefetch_settings(&args),
+                pool_limit: size("pool-limit", &args.pool_limit)?,
+                memory_limit: size("memory-limit", &args.memory_limit)?,
+                seed: args.seed,
+                json: args.json.clone(),
+                markdown: args.markdown.clone(),
+            },
+        )
+        .await?);
+    }
 
     let mut config = RunConfig {
         store,

@@ -1,0 +1,498 @@
+//! `--suite concurrent`: many clients on one runtime, as a query service runs
+//! them. Per policy, one context and one runtime (so one
+//! [`PrefetchGovernor`]) serve `--clients` clients at once, each running the
+//! TPC-H query list in its own order (shuffled per client from a fixed seed)
+//! over the simulated store. Reported per policy: throughput, query latency
+//! percentiles, the peak of all scans' staged bytes (sampled every 5 ms, and
+//! the governor's exact peak), the peak process RSS, failed queries, and
+//! whether every result matched `off`'s.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use datafusion::common::Result;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::memory_pool::FairSpillPool;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use datafusion_prefetch::{ByteSize, PrefetchGovernor, PrefetchOptions, enable_prefetch};
+use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig};
+use datafusion_prefetch_testdata::{Numbers, SplitMix64, checksum};
+use object_store::ObjectStore;
+use object_store::local::LocalFileSystem;
+use serde::Serialize;
+use url::Url;
+
+use crate::suites::{Query, Suite};
+
+/// How one concurrency run is set up.
+#[derive(Debug, Clone)]
+pub struct ConcurrentConfig {
+    pub clients: usize,
+    pub policies: Vec<String>,
+    pub store: SimulatedStoreConfig,
+    pub latency_label: String,
+    pub partitions: usize,
+    /// `prefetch.*` settings other than the policy, as `(key, value)`.
+    pub settings: Vec<(String, String)>,
+    /// A `FairSpillPool` of this many bytes for the runtime (default: unbounded).
+    pub pool_limit: Option<ByteSize>,
+    /// `prefetch.memory_limit` (default: the governor's own).
+    pub memory_limit: Option<ByteSize>,
+    pub seed: u64,
+    pub json: Option<PathBuf>,
+    pub markdown: Option<PathBuf>,
+}
+
+/// One query of one client.
+#[derive(Debug, Clone, Serialize)]
+struct QueryRun {
+    policy: String,
+    client: usize,
+    query: String,
+    latency_ms: f64,
+    rows: usize,
+    checksum: String,
+    error: Option<String>,
+}
+
+/// What one policy did, as `--json` reports it.
+#[derive(Debug, Clone, Serialize)]
+struct PolicySummary {
+    suite: &'static str,
+    policy: String,
+    clients: usize,
+    latency: String,
+    queries: usize,
+    wall_ms: f64,
+    queries_per_min: f64,
+    p50_ms: f64,
+    p95_ms: f64,
+    max_ms: f64,
+    /// The most bytes all scans had staged at once, sampled every 5 ms.
+    peak_total_staged_bytes: u64,
+    /// The same, exactly: the governor's peak, updated on every change.
+    peak_total_staged_bytes_exact: u64,
+    /// The most bytes prefetching held at once (staged, in flight, still
+    /// referenced), exactly.
+    peak_total_held_bytes: u64,
+    governor_limit_bytes: u64,
+    /// The runtime's memory pool limit, if bounded.
+    pool_limit_bytes: Option<u64>,
+    peak_rss_bytes: u64,
+    failed_queries: usize,
+    matches_off: bool,
+}
+
+/// The process's resident set now (Linux), in bytes.
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib * 1024)
+        })
+        .unwrap_or(0)
+}
+
+/// Nearest-rank percentile of sorted `values`.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// `queries` in the order client `client` runs them.
+fn client_order(queries: &[Query], seed: u64, client: usize) -> Vec<Query> {
+    let mut order = queries.to_vec();
+    let mut rng = SplitMix64::new(seed ^ (client as u64).wrapping_mul(0x9E37_79B9));
+    for i in (1..order.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        order.swap(i, j);
+    }
+    order
+}
+
+/// One runtime and one context for every client of `policy`.
+async fn context(suite: &Suite, policy: &str, config: &ConcurrentConfig) -> Result<SessionContext> {
+    let mut runtime = RuntimeEnvBuilder::new();
+    if let Some(limit) = config.pool_limit {
+        runtime = runtime.with_memory_pool(Arc::new(FairSpillPool::new(limit.as_usize())));
+    }
+    let runtime = runtime.build_arc()?;
+    let mut session = SessionConfig::new()
+        .with_target_partitions(config.partitions)
+        .with_information_schema(true)
+        .with_option_extension(PrefetchOptions::default());
+    if let Some(limit) = config.memory_limit {
+        session
+            .options_mut()
+            .set("prefetch.memory_limit", &limit.to_string())?;
+    }
+    let state = SessionStateBuilder::new()
+        .with_config(session)
+        .with_runtime_env(runtime)
+        .with_default_features()
+        .build();
+    let ctx = SessionContext::new_with_state(enable_prefetch(state));
+    let local = LocalFileSystem::new_with_prefix(&suite.data_dir)?;
+    let store: Arc<dyn ObjectStore> = Arc::new(SimulatedStore::new(local, config.store));
+    ctx.register_object_store(&Url::parse("sim://bench").expect("valid url"), store);
+    for table in &suite.tables {
+        ctx.register_parquet(
+            *table,
+            format!("sim://bench/{table}/"),
+            ParquetReadOptions::default(),
+        )
+        .await?;
+    }
+    let mut settings = vec![("policy".to_string(), policy.to_string())];
+    settings.extend(config.settings.iter().cloned());
+    for (key, value) in settings {
+        ctx.sql(&format!("SET prefetch.{key} = '{value}'"))
+            .await?
+            .collect()
+            .await?;
+    }
+    Ok(ctx)
+}
+
+async fn run_query(ctx: &SessionContext, query: &Query) -> (f64, Result<(usize, String)>) {
+    let started = Instant::now();
+    let result = async {
+        let batches = ctx.sql(&query.sql).await?.collect().await?;
+        Ok(checksum(&batches, Numbers::Exact)?)
+    }
+    .await;
+    (started.elapsed().as_secs_f64() * 1e3, result)
+}
+
+/// Every client of `policy` at once; the runs and the policy's summary.
+async fn run_policy(
+    suite: &Suite,
+    policy: &str,
+    config: &ConcurrentConfig,
+) -> Result<(Vec<QueryRun>, PolicySummary)> {
+    let ctx = context(suite, policy, config).await?;
+    let governor = PrefetchGovernor::of(&ctx.runtime_env());
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (governor, done) = (Arc::clone(&governor), Arc::clone(&done));
+        tokio::spawn(async move {
+            let (mut staged, mut rss) = (0u64, 0u64);
+            while !done.load(Ordering::SeqCst) {
+                staged = staged.max(governor.staged_bytes());
+                rss = rss.max(rss_bytes());
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            (staged, rss)
+        })
+    };
+    let started = Instant::now();
+    let clients: Vec<_> = (0..config.clients)
+        .map(|client| {
+            let ctx = ctx.clone();
+            let order = client_order(&suite.queries, config.seed, client);
+            let policy = policy.to_string();
+            tokio::spawn(async move {
+                let mut runs = vec![];
+                for query in order {
+                    let (latency_ms, result) = run_query(&ctx, &query).await;
+                    let (rows, checksum, error) = match result {
+                        Ok((rows, checksum)) => (rows, checksum, None),
+                        Err(e) => (0, String::new(), Some(e.to_string())),
+                    };
+                    runs.push(QueryRun {
+                        policy: policy.clone(),
+                        client,
+                        query: query.name.clone(),
+                        latency_ms,
+                        rows,
+                        checksum,
+                        error,
+                    });
+                }
+                runs
+            })
+        })
+        .collect();
+    let mut runs = vec![];
+    for client in clients {
+        runs.extend(
+            client
+                .await
+                .map_err(|e| datafusion::common::DataFusionError::External(Box::new(e)))?,
+        );
+    }
+    let wall_ms = started.elapsed().as_secs_f64() * 1e3;
+    done.store(true, Ordering::SeqCst);
+    let (peak_staged, peak_rss) = sampler
+        .await
+        .map_err(|e| datafusion::common::DataFusionError::External(Box::new(e)))?;
+    let mut latencies: Vec<f64> = runs
+        .iter()
+        .filter(|r| r.error.is_none())
+        .map(|r| r.latency_ms)
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    let failed = runs.iter().filter(|r| r.error.is_some()).count();
+    let summary = PolicySummary {
+        suite: "concurrent",
+        policy: policy.to_string(),
+        clients: config.clients,
+        latency: config.latency_label.clone(),
+        queries: runs.len(),
+        wall_ms,
+        queries_per_min: latencies.len() as f64 / (wall_ms / 60_000.0),
+        p50_ms: percentile(&latencies, 50.0),
+        p95_ms: percentile(&latencies, 95.0),
+        max_ms: latencies.last().copied().unwrap_or(f64::NAN),
+        peak_total_staged_bytes: peak_staged,
+        peak_total_staged_bytes_exact: governor.peak_staged_bytes(),
+        peak_total_held_bytes: governor.peak_held_bytes(),
+        governor_limit_bytes: governor.limit().as_u64(),
+        pool_limit_bytes: config.pool_limit.map(ByteSize::as_u64),
+        peak_rss_bytes: peak_rss,
+        failed_queries: failed,
+        matches_off: true,
+    };
+    Ok((runs, summary))
+}
+
+/// Run every policy (`off` first) and report. `Ok(false)`: a result differed
+/// from `off`'s, the staged total went over the governor's limit, or a query
+/// failed under a policy that `off` ran.
+pub async fn run(suite: &Suite, config: &ConcurrentConfig) -> Result<bool> {
+    let mut policies = vec!["off".to_string()];
+    policies.extend(config.policies.iter().filter(|p| *p != "off").cloned());
+    let mut all_runs = vec![];
+    let mut summaries = vec![];
+    for policy in &policies {
+        eprintln!(
+            "concurrent: {} clients x {} queries under {policy}",
+            config.clients,
+            suite.queries.len()
+        );
+        let (runs, summary) = run_policy(suite, policy, config).await?;
+        eprintln!(
+            "concurrent: {policy}: {:.1} queries/min, p50 {:.0} ms, p95 {:.0} ms, peak staged {:.1} MiB of {:.1} MiB, {} failed",
+            summary.queries_per_min,
+            summary.p50_ms,
+            summary.p95_ms,
+            summary.peak_total_staged_bytes_exact as f64 / (1 << 20) as f64,
+            summary.governor_limit_bytes as f64 / (1 << 20) as f64,
+            summary.failed_queries
+        );
+        all_runs.extend(runs);
+        summaries.push(summary);
+    }
+    let ok = judge(&all_runs, &mut summaries);
+    let markdown = markdown(suite, config, &summaries);
+    println!("{markdown}");
+    if let Some(path) = &config.json {
+        let out = serde_json::json!({ "runs": all_runs, "summaries": summaries });
+        std::fs::write(
+            path,
+            serde_json::to_string_pretty(&out).expect("serializable"),
+        )?;
+    }
+    if let Some(path) = &config.markdown {
+        std::fs::write(path, &markdown)?;
+    }
+    Ok(ok)
+}
+
+/// Check every run against `off`'s answer to the same query, the staged
+/// peaks against the limit, and failures against `off`'s.
+fn judge(runs: &[QueryRun], summaries: &mut [PolicySummary]) -> bool {
+    let mut reference: BTreeMap<&str, (usize, &str)> = BTreeMap::new();
+    let mut failed_under_off: BTreeMap<&str, bool> = BTreeMap::new();
+    for run in runs.iter().filter(|r| r.policy == "off") {
+        match &run.error {
+            None => {
+                reference
+                    .entry(run.query.as_str())
+                    .or_insert((run.rows, run.checksum.as_str()));
+            }
+            Some(_) => {
+                failed_under_off.insert(run.query.as_str(), true);
+            }
+        }
+    }
+    let mut ok = true;
+    for summary in summaries.iter_mut() {
+        let mine = runs.iter().filter(|r| r.policy == summary.policy);
+        for run in mine {
+            match (&run.error, reference.get(run.query.as_str())) {
+                (None, Some(&(rows, checksum))) if rows != run.rows || checksum != run.checksum => {
+                    eprintln!(
+                        "MISMATCH {} client {} {}: {} rows / {} vs off {rows} rows / {checksum}",
+                        run.policy, run.client, run.query, run.rows, run.checksum
+                    );
+                    summary.matches_off = false;
+                }
+                (Some(e), _) if !failed_under_off.contains_key(run.query.as_str()) => {
+                    eprintln!(
+                        "FAILED {} client {} {} (off ran it): {e}",
+                        run.policy, run.client, run.query
+                    );
+                    ok = false;
+                }
+                _ => {}
+            }
+        }
+        ok &= summary.matches_off;
+        if summary.peak_total_staged_bytes_exact > summary.governor_limit_bytes
+            || summary.peak_total_held_bytes > summary.governor_limit_bytes
+        {
+            eprintln!(
+                "OVER THE LIMIT {}: staged {} / held {} bytes, limit {}",
+                summary.policy,
+                summary.peak_total_staged_bytes_exact,
+                summary.peak_total_held_bytes,
+                summary.governor_limit_bytes
+            );
+            ok = false;
+        }
+    }
+    ok
+}
+
+fn markdown(suite: &Suite, config: &ConcurrentConfig, summaries: &[PolicySummary]) -> String {
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    let pool = config
+        .pool_limit
+        .map_or("unbounded".to_string(), |l| format!("FairSpillPool {l}"));
+    let mut out = format!(
+        "concurrent: {} clients, {} ({} queries each), latency {}, {} partitions, memory pool {pool}\n\n",
+        config.clients,
+        suite.name,
+        suite.queries.len(),
+        config.latency_label,
+        config.partitions
+    );
+    out.push_str("| policy | queries/min | vs off | p50 ms | p95 ms | max ms | peak staged MiB (sampled / exact) | held MiB | limit MiB | peak RSS MiB | failed | matches off |\n");
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    let off = summaries
+        .iter()
+        .find(|s| s.policy == "off")
+        .map_or(f64::NAN, |s| s.queries_per_min);
+    for s in summaries {
+        out.push_str(&format!(
+            "| {} | {:.1} | {:.2}x | {:.0} | {:.0} | {:.0} | {:.1} / {:.1} | {:.1} | {:.1} | {:.0} | {} | {} |\n",
+            s.policy,
+            s.queries_per_min,
+            s.queries_per_min / off,
+            s.p50_ms,
+            s.p95_ms,
+            s.max_ms,
+            mib(s.peak_total_staged_bytes),
+            mib(s.peak_total_staged_bytes_exact),
+            mib(s.peak_total_held_bytes),
+            mib(s.governor_limit_bytes),
+            mib(s.peak_rss_bytes),
+            s.failed_queries,
+            if s.matches_off { "yes" } else { "NO" }
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::suites::{ClickbenchCopy, SuiteOptions, prepare};
+
+    #[test]
+    fn each_client_runs_every_query_once_in_its_own_fixed_order() {
+        let queries: Vec<Query> = (0..22)
+            .map(|i| Query {
+                name: format!("q{i}"),
+                sql: String::new(),
+                ties: false,
+            })
+            .collect();
+        let names = |c| -> Vec<String> {
+            client_order(&queries, 7, c)
+                .into_iter()
+                .map(|q| q.name)
+                .collect()
+        };
+        let mut sorted = names(0);
+        sorted.sort();
+        let mut all: Vec<String> = queries.iter().map(|q| q.name.clone()).collect();
+        all.sort();
+        assert_eq!(sorted, all);
+        assert_eq!(names(0), names(0), "fixed by the seed");
+        assert_ne!(names(0), names(1), "shuffled per client");
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let values: Vec<f64> = (1..=20).map(f64::from).collect();
+        assert_eq!(percentile(&values, 50.0), 10.0);
+        assert_eq!(percentile(&values, 95.0), 19.0);
+        assert_eq!(percentile(&values, 100.0), 20.0);
+    }
+
+    /// Four clients on a tiny TPC-H, with a bounded pool and a governor
+    /// limit: every result matches `off`'s and the staged peak stays within
+    /// the limit.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn clients_share_one_runtime_and_match_off() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let options = SuiteOptions {
+            scale: 0.001,
+            clickbench_copy: ClickbenchCopy::Published,
+        };
+        let mut suite = prepare("tpch", dir.path(), &options).expect("data generated");
+        suite.queries.truncate(6);
+        let config = ConcurrentConfig {
+            clients: 4,
+            policies: vec!["pipelined".into(), "auto".into()],
+            store: SimulatedStoreConfig::fixed(Duration::from_millis(6)),
+            latency_label: "fixed:6".into(),
+            partitions: 2,
+            settings: vec![],
+            pool_limit: Some(ByteSize::mib(512)),
+            memory_limit: Some(ByteSize::new(64 << 10)),
+            seed: 1,
+            json: Some(dir.path().join("concurrent.json")),
+            markdown: None,
+        };
+        assert!(run(&suite, &config).await.expect("runs"));
+        let json: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("concurrent.json")).unwrap(),
+        )
+        .unwrap();
+        let summaries = json["summaries"].as_array().unwrap();
+        assert_eq!(summaries.len(), 3);
+        for s in summaries {
+            for key in [
+                "suite",
+                "policy",
+                "clients",
+                "queries_per_min",
+                "p50_ms",
+                "p95_ms",
+                "max_ms",
+                "peak_total_staged_bytes",
+                "governor_limit_bytes",
+                "peak_rss_bytes",
+                "failed_queries",
+                "matches_off",
+            ] {
+                assert!(!s[key].is_null(), "{key} in {s}");
+            }
+            assert_eq!(s["governor_limit_bytes"], 64 << 10);
+            assert_eq!(s["failed_queries"], 0);
+            assert_eq!(s["matches_off"], true);
+        }
+    }
+}
