@@ -62,8 +62,8 @@ pub use config::{
     RequestTimeout,
 };
 pub use governor::{DEFAULT_MEMORY_LIMIT, POOL_LIMIT_DIVISOR, PrefetchGovernor};
-pub use metrics::{PrefetchStats, prefetch_stats};
+pub use metrics::PrefetchStats;
 pub use profiles::StoreProfiles;
 pub use session::{PrefetchScanRule, enable_prefetch, prefetching_context};
-pub use source::PrefetchingParquetSource;
+pub use source::{PrefetchingParquetSource, prefetch_stats};
 pub use table::{PrefetchingParquetTable, PrefetchingParquetTableBuilder};

@@ -5,9 +5,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use datafusion::datasource::physical_plan::FileScanConfig;
-use datafusion::datasource::source::DataSourceExec;
-use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::{
     Count, ExecutionPlanMetricsSet, Gauge, MetricBuilder, MetricValue, Time,
 };
@@ -76,27 +73,6 @@ impl PrefetchStats {
         self.live_tasks.fetch_add(1, Ordering::SeqCst);
         TaskGuard(Arc::clone(self))
     }
-}
-
-/// The live statistics of every [`PrefetchingParquetSource`](crate::PrefetchingParquetSource)
-/// scan in a physical plan, in plan order.
-///
-/// Take them after planning and before executing to watch a query's scans: staged
-/// bytes while it runs, peak, waste and requests when it is done.
-pub fn prefetch_stats(plan: &Arc<dyn ExecutionPlan>) -> Vec<Arc<PrefetchStats>> {
-    let mut out = vec![];
-    if let Some(exec) = plan.downcast_ref::<DataSourceExec>()
-        && let Some(scan) = exec.data_source().downcast_ref::<FileScanConfig>()
-        && let Some(source) = scan
-            .file_source()
-            .downcast_ref::<crate::PrefetchingParquetSource>()
-    {
-        out.push(source.stats());
-    }
-    for child in plan.children() {
-        out.extend(prefetch_stats(child));
-    }
-    out
 }
 
 /// Counts a background task as live until dropped (also when aborted).

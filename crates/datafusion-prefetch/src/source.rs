@@ -7,6 +7,7 @@ use std::sync::{Arc, Weak};
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::datasource::source::DataSourceExec;
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, UnboundedMemoryPool};
 use datafusion::execution::runtime_env::RuntimeEnv;
@@ -16,7 +17,7 @@ use datafusion::physical_expr::{EquivalenceProperties, LexOrdering, PhysicalExpr
 use datafusion::physical_expr_common::sort_expr::PhysicalSortExpr;
 use datafusion::physical_plan::filter_pushdown::FilterPushdownPropagation;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
-use datafusion::physical_plan::{DisplayFormatType, SortOrderPushdownResult};
+use datafusion::physical_plan::{DisplayFormatType, ExecutionPlan, SortOrderPushdownResult};
 use datafusion_datasource::PartitionedFile;
 use datafusion_datasource::TableSchema;
 use datafusion_datasource::file::FileSource;
@@ -339,6 +340,27 @@ impl PrefetchingParquetSource {
     fn inner_metadata_size_hint(&self) -> Option<usize> {
         self.inner.table_parquet_options().global.metadata_size_hint
     }
+}
+
+/// The live statistics of every [`PrefetchingParquetSource`] scan in a
+/// physical plan, in plan order.
+///
+/// Take them after planning and before executing to watch a query's scans: staged
+/// bytes while it runs, peak, waste and requests when it is done.
+pub fn prefetch_stats(plan: &Arc<dyn ExecutionPlan>) -> Vec<Arc<PrefetchStats>> {
+    let mut out = vec![];
+    if let Some(exec) = plan.downcast_ref::<DataSourceExec>()
+        && let Some(scan) = exec.data_source().downcast_ref::<FileScanConfig>()
+        && let Some(source) = scan
+            .file_source()
+            .downcast_ref::<PrefetchingParquetSource>()
+    {
+        out.push(source.stats());
+    }
+    for child in plan.children() {
+        out.extend(prefetch_stats(child));
+    }
+    out
 }
 
 impl FileSource for PrefetchingParquetSource {
