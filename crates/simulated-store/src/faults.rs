@@ -146,9 +146,9 @@ pub enum TruncateMode {
     ///
     /// object_store does **not** check a body against its range:
     /// [`GetResult::bytes`](object_store::GetResult::bytes) and `get_range`
-    /// return `Ok` with fewer bytes than requested, and the trait's default
-    /// `get_ranges` hands out short (or, for a range starting past the cut,
-    /// panics slicing) buffers. Only a caller that compares the length with
+    /// return `Ok` with fewer bytes than requested (the trait's default
+    /// `get_ranges` hands out short buffers, or for a range starting past the
+    /// cut panics slicing; this store's own `get_ranges` fails there). Only a caller that compares the length with
     /// [`GetResult::range`](object_store::GetResult) notices. Use this to
     /// test that the code under test makes that comparison.
     EndEarly,

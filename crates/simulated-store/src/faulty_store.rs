@@ -17,6 +17,7 @@ use object_store::{
 };
 use tokio::time::Instant;
 
+use crate::ranges::get_ranges_bounded;
 use crate::{Fault, FaultKind, FaultRecord, FaultRule, FaultRules, FaultStats, InjectedFault};
 use crate::{TruncateMode, faults::Decision};
 
@@ -45,11 +46,11 @@ use crate::{TruncateMode, faults::Decision};
 /// The rules live behind an `Arc` ([`faults`](Self::faults)), so a test can
 /// change them after handing the store to DataFusion.
 ///
-/// `get_ranges` is deliberately *not* overridden: object_store's default
-/// coalesces ranges and then calls `get_opts`, so faults hit the coalesced
-/// GETs a real store would see. HEAD requests (`get_opts` with
-/// `head: true`), LISTs and writes are forwarded untouched and are not
-/// numbered.
+/// `get_ranges` coalesces ranges as object_store's default does and then
+/// calls `get_opts`, so faults hit the coalesced GETs a real store would
+/// see (a range starting past the end of a short body is an error there,
+/// where the default panics). HEAD requests (`get_opts` with `head: true`),
+/// LISTs and writes are forwarded untouched and are not numbered.
 ///
 /// # Composing with [`SimulatedStore`](crate::SimulatedStore)
 ///
@@ -242,8 +243,13 @@ impl<T: ObjectStore> ObjectStore for FaultyStore<T> {
         })
     }
 
-    // `get_ranges` is intentionally left to the trait's default so that
-    // object_store's range coalescing runs on top of the faulty GETs.
+    /// Coalesced and cut as object_store's default `get_ranges` does, so
+    /// faults hit the GETs a real store would see; unlike the default, a
+    /// range starting past the end of a short body is an error, not a panic
+    /// (`ranges.rs`).
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        get_ranges_bounded(self, location, ranges).await
+    }
 
     fn delete_stream(
         &self,

@@ -16,9 +16,10 @@
 //! [`StoreStats`], so tests can assert *what* was fetched, *when*, and
 //! whether any byte was fetched twice.
 //!
-//! `get_ranges` is left to object_store's default implementation, so range
-//! coalescing behaves as it does against S3 and the log shows the GETs S3
-//! would have received.
+//! `get_ranges` coalesces and cuts ranges as object_store's default
+//! implementation does, so the log shows the GETs S3 would have received;
+//! where the default panics (a range starting past the end of a short body)
+//! it fails with an error.
 //!
 //! # Example: a slow store
 //!
@@ -131,6 +132,7 @@ mod fault_stats;
 mod faults;
 mod faulty_store;
 mod latency;
+mod ranges;
 mod stats;
 mod store;
 

@@ -296,13 +296,12 @@ fn an_offset_index_pointer_past_the_end_fails_like_off() {
 }
 
 /// Page locations past the end of the file: the decoder asks for ranges that
-/// start past the end together with one that starts inside the file, and
-/// object_store 0.13.2's default `get_ranges` (used by S3, GCS, Azure, HTTP
-/// and the simulated store) panics slicing the clamped response
-/// (`object_store::util::coalesce_ranges`). Stock DataFusion (`off`) panics
-/// too. See docs/reliability.md.
+/// start past the end together with one that starts inside the file.
+/// object_store 0.13.2's default `get_ranges` (used by S3, GCS, Azure and
+/// HTTP) panics slicing the clamped response (`coalesce_ranges`); the
+/// simulated store answers with an error, as `LocalFileSystem` does, and
+/// every policy must fail as `off` does. See docs/reliability.md.
 #[test]
-#[ignore = "upstream panic: off itself panics on the page-index query (a response sliced past its end); every policy matches off on the full scan"]
 fn page_locations_past_the_end_fail_like_off() {
     let bad = page_locations_past_eof(&good_file(BAD_FILE));
     check_bad_file("page-locations", bad, [false, true]);
@@ -321,4 +320,132 @@ fn data_cut_out_of_the_middle_fails_like_off() {
         data_cut_out(&good_file(BAD_FILE)),
         [true; 2],
     );
+}
+
+/// The table of four files, file 2 `bad`, in a folder on disk, read through
+/// `LocalFileSystem` itself (`latency: None`: what `dfprefetch` does without
+/// `--simulate-latency`) or through a [`SimulatedStore`] over it.
+async fn local_table(
+    dir: &std::path::Path,
+    bad: &Bytes,
+    latency: Option<std::time::Duration>,
+) -> datafusion::prelude::SessionContext {
+    use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+    use datafusion_prefetch::enable_prefetch;
+    use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig};
+    use object_store::ObjectStore;
+    use object_store::local::LocalFileSystem;
+
+    let data = dir.join("data");
+    if !data.exists() {
+        std::fs::create_dir_all(&data).unwrap();
+        for i in 0..4 {
+            let bytes = if i == BAD_FILE {
+                bad.clone()
+            } else {
+                good_file(i)
+            };
+            std::fs::write(data.join(format!("file_{i:03}.parquet")), bytes).unwrap();
+        }
+    }
+    let local = LocalFileSystem::new_with_prefix(dir).unwrap();
+    let store: Arc<dyn ObjectStore> = match latency {
+        None => Arc::new(local),
+        Some(latency) => Arc::new(SimulatedStore::new(
+            local,
+            SimulatedStoreConfig::fixed(latency),
+        )),
+    };
+    let mut config = SessionConfig::new().with_target_partitions(2);
+    config.options_mut().execution.collect_statistics = false;
+    let ctx = SessionContext::new_with_state(enable_prefetch(
+        SessionContext::new_with_config(config).state(),
+    ));
+    ctx.register_object_store(&url::Url::parse("local://bucket").unwrap(), store);
+    let schema = crate::support::schema();
+    let read = ParquetReadOptions::default().schema(&schema);
+    ctx.register_parquet("t", "local://bucket/data/", read)
+        .await
+        .unwrap();
+    ctx
+}
+
+/// Files whose column chunks, offset index or page locations point past
+/// their end: through the simulated store, at every latency and under every
+/// policy, each query fails where it fails on the local store itself
+/// without simulation (`off`), with a clean error of the same kind as `off`
+/// through the simulated store — never a panic, which is what
+/// object_store's default `get_ranges` gives for a range starting past the
+/// end of a clamped body.
+#[test]
+fn files_pointing_past_their_end_fail_through_the_simulated_store_as_without_it() {
+    let cases = [
+        ("data-cut-out", data_cut_out(&good_file(BAD_FILE))),
+        (
+            "offset-index-pointer",
+            offset_index_pointer_past_eof(&good_file(BAD_FILE)),
+        ),
+        (
+            "page-locations",
+            page_locations_past_eof(&good_file(BAD_FILE)),
+        ),
+    ];
+    let runtime = "bad-input-local";
+    run_on_named_runtime(runtime, async {
+        for (case, bad) in &cases {
+            let dir = tempfile::tempdir().unwrap();
+            for (q, sql) in QUERIES.iter().enumerate() {
+                let local = local_table(dir.path(), bad, None).await;
+                local.sql("SET prefetch.policy = 'off'").await.unwrap();
+                let frame = local.sql(sql).await.unwrap();
+                let plan = frame.create_physical_plan().await.unwrap();
+                let unsimulated = run_in_task(&local, plan).await;
+                assert!(
+                    !matches!(unsimulated, Outcome::Panic(_)),
+                    "{case}: {sql} panicked without simulation: {unsimulated:?}"
+                );
+                let latencies = [
+                    None,
+                    Some(std::time::Duration::ZERO),
+                    Some(std::time::Duration::from_millis(5)),
+                ];
+                for latency in latencies {
+                    let ctx = local_table(dir.path(), bad, latency).await;
+                    let mut simulated_off: Option<String> = None;
+                    for policy in PrefetchPolicy::ALL {
+                        let what = format!("{case}, q{q}, {policy}, latency {latency:?}");
+                        ctx.sql(&format!("SET prefetch.policy = '{}'", policy.name()))
+                            .await
+                            .unwrap();
+                        let frame = ctx.sql(sql).await.unwrap();
+                        let plan = frame.create_physical_plan().await.unwrap();
+                        let stats = prefetch_stats(&plan);
+                        let outcome = run_in_task(&ctx, plan).await;
+                        assert!(
+                            !matches!(outcome, Outcome::Panic(_)),
+                            "{what}: panicked: {outcome:?}"
+                        );
+                        assert_eq!(
+                            matches!(outcome, Outcome::Error { .. }),
+                            matches!(unsimulated, Outcome::Error { .. }),
+                            "{what}: {outcome:?}\nwithout simulation: {unsimulated:?}"
+                        );
+                        // Through the simulated store every policy fails as
+                        // `off` does. (`LocalFileSystem` itself answers
+                        // `get_range` and `get_ranges` past the end
+                        // differently — a short body, an error — so there
+                        // the error's kind may differ by policy.)
+                        if latency.is_some() {
+                            let expected = simulated_off.get_or_insert_with(|| outcome.class());
+                            assert_eq!(&outcome.class(), expected, "{what}: {outcome:?}");
+                        }
+                        let pool = ctx.runtime_env().memory_pool.clone();
+                        assert_released(&stats, pool.as_ref(), &what).await;
+                    }
+                }
+            }
+        }
+    });
+    let panics = panics_on(runtime);
+    assert!(panics.is_empty(), "panics: {panics:#?}");
 }
