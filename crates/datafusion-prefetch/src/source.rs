@@ -188,6 +188,7 @@ impl PrefetchingParquetSource {
             return driver;
         }
         let units = ScanUnits::new(
+            config.object_store_url.as_str(),
             config
                 .file_groups
                 .iter()

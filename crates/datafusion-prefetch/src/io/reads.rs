@@ -321,7 +321,7 @@ impl ScanDriver {
 
     /// A demand read failed: say which file and bytes, whatever the store said.
     fn read_error(&self, file: FileId, ranges: &[Range<u64>], error: ParquetError) -> ParquetError {
-        let location = &self.units.file(file).object_meta.location;
+        let location = self.units.display(file);
         let ranges: Vec<String> = ranges
             .iter()
             .map(|r| format!("{}..{}", r.start, r.end))

@@ -24,16 +24,35 @@ fn key(file: &PartitionedFile) -> UnitKey {
 pub(crate) struct ScanUnits {
     files: Vec<PartitionedFile>,
     ids: HashMap<UnitKey, FileId>,
+    /// The object store's URL (`s3://bucket/`, `file:///`), to name files
+    /// in errors as the user gave them.
+    store_url: String,
 }
 
 impl ScanUnits {
-    pub(crate) fn new(files: Vec<PartitionedFile>) -> Self {
+    /// `files` of the store at `store_url` (the scan's `ObjectStoreUrl`).
+    pub(crate) fn new(store_url: &str, files: Vec<PartitionedFile>) -> Self {
         let mut ids = HashMap::with_capacity(files.len());
         for (id, file) in files.iter().enumerate() {
             // A unit listed twice is known by its first position.
             ids.entry(key(file)).or_insert(id);
         }
-        Self { files, ids }
+        Self {
+            files,
+            ids,
+            store_url: store_url.to_string(),
+        }
+    }
+
+    /// The file of `id` as a user names it: a local file by its path
+    /// (`/data/f.parquet`; an object path has no leading `/`), any other by
+    /// its URL (`s3://bucket/data/f.parquet`).
+    pub(crate) fn display(&self, id: FileId) -> String {
+        let location = &self.files[id].object_meta.location;
+        match self.store_url.strip_prefix("file://") {
+            Some(_) => format!("/{location}"),
+            None => format!("{}{location}", self.store_url),
+        }
     }
 
     /// The id of `file` (the same object and byte range), if the scan has it.
@@ -69,10 +88,22 @@ mod tests {
         let mut first_half = PartitionedFile::new("a.parquet", 100);
         first_half.range = Some(FileRange { start: 0, end: 50 });
         let other = PartitionedFile::new("b.parquet", 100);
-        let units = ScanUnits::new(vec![whole.clone(), first_half.clone(), whole.clone()]);
+        let units = ScanUnits::new(
+            "s3://bucket/",
+            vec![whole.clone(), first_half.clone(), whole.clone()],
+        );
         assert_eq!(units.id(&whole), Some(0));
         assert_eq!(units.id(&first_half), Some(1));
         assert_eq!(units.id(&other), None);
         assert_eq!(units.len(), 3);
+    }
+
+    #[test]
+    fn files_are_named_as_the_user_gave_them() {
+        let file = PartitionedFile::new("data/a.parquet", 100);
+        let remote = ScanUnits::new("s3://bucket/", vec![file.clone()]);
+        assert_eq!(remote.display(0), "s3://bucket/data/a.parquet");
+        let local = ScanUnits::new("file:///", vec![file]);
+        assert_eq!(local.display(0), "/data/a.parquet");
     }
 }

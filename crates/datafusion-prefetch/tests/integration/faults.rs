@@ -76,7 +76,7 @@ async fn a_failed_demand_read_fails_the_query_and_leaves_nothing_behind() {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("reading data/file_003.parquet bytes ["),
+            err.contains("reading sim://bucket/data/file_003.parquet bytes ["),
             "{policy}: {err}"
         );
         settle(&stats[0]).await;
@@ -84,6 +84,51 @@ async fn a_failed_demand_read_fails_the_query_and_leaves_nothing_behind() {
         assert_eq!(stats[0].live_tasks(), 0, "{policy}");
         assert_eq!(fx.pool.reserved(), 0, "{policy}");
     }
+}
+
+/// On a local store a failed read names the file by its path, leading `/`
+/// included (an object path has none), as the user gave it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_read_of_a_local_file_names_it_by_its_path() {
+    use datafusion::prelude::{ParquetReadOptions, SessionContext};
+    use datafusion_prefetch::prefetching_context;
+    use datafusion_prefetch_simstore::FaultyStore;
+    use object_store::local::LocalFileSystem;
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f.parquet");
+    let bytes = parquet_file(0, 20_000, 5_000);
+    let data = 0..bytes.len() as u64 / 2;
+    std::fs::write(&file, bytes).unwrap();
+    let store = FaultyStore::new(LocalFileSystem::new());
+    let faults = store.faults();
+    let ctx: SessionContext = prefetching_context(Default::default());
+    ctx.register_object_store(
+        &url::Url::parse("file://").unwrap(),
+        std::sync::Arc::new(store),
+    );
+    ctx.register_parquet("t", file.to_str().unwrap(), ParquetReadOptions::default())
+        .await
+        .unwrap();
+    // Registered (its footer cached): every read of its data fails.
+    faults.push(
+        FaultRule::new(Fault::Error)
+            .path_contains("f.parquet")
+            .overlapping(data),
+    );
+    ctx.sql("SET prefetch.policy = 'pipelined'").await.unwrap();
+    let err = ctx
+        .sql("SELECT sum(payload) FROM t")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&format!("reading {} bytes [", file.display())),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
