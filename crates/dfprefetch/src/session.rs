@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::datasource::listing::ListingTableUrl;
 use datafusion::physical_plan::execute_stream;
-use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParserBuilder, Statement};
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
 use datafusion_prefetch::{PrefetchOptions, prefetch_stats, prefetching_context};
@@ -106,6 +106,10 @@ impl Session {
 
     /// Register the Parquet file or folder at `url` as table `name`, first
     /// registering an object store for the URL's scheme and authority.
+    ///
+    /// The table is made as `CREATE EXTERNAL TABLE … STORED AS PARQUET
+    /// LOCATION` makes it in the shell (and in datafusion-cli), so hive
+    /// partition folders (`year=2024/`) become columns the same way.
     pub async fn register_table(&mut self, name: &str, url: &str) -> Result<()> {
         let context =
             |e: DataFusionError| e.context(format!("cannot register table '{name}' at {url}"));
@@ -113,10 +117,13 @@ impl Session {
         self.stores
             .register_for(&self.ctx, table_url.object_store().as_ref())
             .map_err(context)?;
-        self.ctx
-            .register_parquet(name, url, ParquetReadOptions::default())
-            .await
-            .map_err(context)
+        let ddl = format!(
+            "CREATE EXTERNAL TABLE {} STORED AS PARQUET LOCATION '{}'",
+            table_identifier(name),
+            url.replace('\'', "''")
+        );
+        self.ctx.sql(&ddl).await.map_err(context)?;
+        Ok(())
     }
 
     /// Split `sql` into statements and run them in order, printing each
@@ -255,4 +262,35 @@ fn millis(duration: Duration) -> f64 {
 /// Three decimals are plenty for milliseconds.
 fn round(ms: f64) -> f64 {
     (ms * 1e3).round() / 1e3
+}
+
+/// `name` as an SQL identifier naming the same table `register_parquet(name)`
+/// would: plain identifiers, dotted or not (`t`, `schema.t`), as they are
+/// (folded to lower case, as `register_parquet` folds them), anything else
+/// quoted.
+fn table_identifier(name: &str) -> String {
+    let plain = |part: &str| {
+        part.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    if name.split('.').all(plain) {
+        name.to_string()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::table_identifier;
+
+    #[test]
+    fn table_names_are_quoted_only_when_they_must_be() {
+        assert_eq!(table_identifier("hits"), "hits");
+        assert_eq!(table_identifier("public.Hits"), "public.Hits");
+        assert_eq!(table_identifier("my table"), "\"my table\"");
+        assert_eq!(table_identifier("a\"b"), "\"a\"\"b\"");
+    }
 }

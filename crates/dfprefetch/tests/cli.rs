@@ -159,3 +159,39 @@ fn demo_compares_policies_and_results_match() {
     }
     assert!(stdout.contains("total: off"), "stdout: {stdout}");
 }
+
+/// `--table` makes the table as `CREATE EXTERNAL TABLE … LOCATION` does in
+/// the shell: hive partition folders become columns.
+#[test]
+fn table_flag_infers_hive_partitions_like_create_external_table() {
+    let dir = tempfile::tempdir().unwrap();
+    for (year, from, to) in [(2024, 1, 3000), (2025, 3001, 5000)] {
+        let folder = dir.path().join(format!("year={year}"));
+        std::fs::create_dir_all(&folder).unwrap();
+        let copy = format!(
+            "COPY (SELECT value AS id FROM generate_series({from}, {to})) TO '{}' STORED AS PARQUET",
+            folder.join("part.parquet").display()
+        );
+        let out = dfprefetch(&["-c", &copy]);
+        assert!(out.status.success(), "COPY failed: {}", text(&out.stderr));
+    }
+    let query = "SELECT year, count(*) AS n, max(id) AS hi FROM t GROUP BY year ORDER BY year";
+    let expected = ["year,n,hi", "2024,3000,3000", "2025,2000,5000"];
+    let flag = dfprefetch(&[
+        "--table",
+        &table_arg(dir.path()),
+        "--format",
+        "csv",
+        "-c",
+        query,
+    ]);
+    assert!(flag.status.success(), "stderr: {}", text(&flag.stderr));
+    assert_eq!(text(&flag.stdout).lines().collect::<Vec<_>>(), expected);
+    let ddl = format!(
+        "CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '{}'",
+        dir.path().display()
+    );
+    let shell = dfprefetch(&["--format", "csv", "-c", &ddl, "-c", query]);
+    assert!(shell.status.success(), "stderr: {}", text(&shell.stderr));
+    assert_eq!(text(&shell.stdout), text(&flag.stdout));
+}
