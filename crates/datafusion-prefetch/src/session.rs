@@ -23,9 +23,14 @@ use crate::source::PrefetchingParquetSource;
 /// [`PrefetchingParquetSource`] configured from the query's `prefetch.*`
 /// settings.
 ///
-/// It runs after DataFusion's own rules, so pruning, projection, filter and sort
-/// pushdown have already shaped the `ParquetSource` it wraps. Settings are read
-/// per query: a `SET` between two queries changes the second.
+/// [`enable_prefetch`] places it right before DataFusion's `PushdownSort`:
+/// projection and filter pushdown have shaped the `ParquetSource` it wraps,
+/// and the sort pushdown that follows goes through the wrapper, which is how
+/// it knows a scan may read row groups out of file order (reversed, or by
+/// statistics) and keeps such files whole rather than slicing them. Added
+/// after `PushdownSort` it still wraps every scan, but cannot know that.
+/// Settings are read per query: a `SET` between two queries changes the
+/// second.
 #[derive(Debug, Clone)]
 pub struct PrefetchScanRule {
     runtime: Arc<RuntimeEnv>,
@@ -94,8 +99,9 @@ impl PhysicalOptimizerRule for PrefetchScanRule {
 }
 
 /// Make every Parquet scan of `state` prefetching: registers [`PrefetchOptions`]
-/// (unless already registered) so `SET prefetch.*` works, and appends
-/// [`PrefetchScanRule`] to the physical optimizer. `register_parquet`,
+/// (unless already registered) so `SET prefetch.*` works, and adds
+/// [`PrefetchScanRule`] to the physical optimizer, before DataFusion's sort
+/// pushdown (at the end when the optimizer has no `PushdownSort`). `register_parquet`,
 /// `read_parquet`, `CREATE EXTERNAL TABLE … STORED AS PARQUET` and
 /// [`crate::PrefetchingParquetTable`] all benefit.
 ///
@@ -124,11 +130,24 @@ pub fn enable_prefetch(state: SessionState) -> SessionState {
     }
     options.attach(governor);
     let config = config.with_option_extension(options);
+    let mut rules = state.physical_optimizers().to_vec();
+    let before_sort_pushdown = rules
+        .iter()
+        .position(|rule| rule.name() == SORT_PUSHDOWN_RULE)
+        .unwrap_or(rules.len());
+    rules.insert(
+        before_sort_pushdown,
+        Arc::new(PrefetchScanRule::new(runtime)),
+    );
     SessionStateBuilder::new_from_existing(state)
         .with_config(config)
-        .with_physical_optimizer_rule(Arc::new(PrefetchScanRule::new(runtime)))
+        .with_physical_optimizer_rules(rules)
         .build()
 }
+
+/// The name of DataFusion's sort pushdown rule, which [`PrefetchScanRule`]
+/// must precede to see a sort pushed into a scan.
+const SORT_PUSHDOWN_RULE: &str = "PushdownSort";
 
 /// A [`SessionContext`] with default features whose Parquet scans prefetch.
 ///

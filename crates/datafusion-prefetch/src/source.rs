@@ -88,6 +88,18 @@ pub struct PrefetchingParquetSource {
     /// `auto`: what was measured of each store, shared with the session's
     /// other scans when the session's rule made this source.
     profiles: Arc<StoreProfiles>,
+    /// Whether the decoder reads each file's row groups in file order.
+    row_group_order: RowGroupOrder,
+}
+
+/// The order the decoder reads a file's row groups in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RowGroupOrder {
+    /// First to last, as the file lays them out.
+    InFile,
+    /// A sort was pushed into the scan: `ParquetSource` may reverse the row
+    /// groups or order them by their statistics (`try_pushdown_sort`).
+    MaybeReordered,
 }
 
 impl fmt::Debug for PrefetchingParquetSource {
@@ -113,6 +125,7 @@ impl PrefetchingParquetSource {
             stats: Arc::default(),
             running: Arc::default(),
             profiles: Arc::default(),
+            row_group_order: RowGroupOrder::InFile,
         }
     }
 
@@ -292,26 +305,14 @@ impl PrefetchingParquetSource {
         driver
     }
 
-    /// Whether `streaming` (or `auto`) may cut files into slices. A scan that
-    /// reverses row groups (sort pushdown) keeps them whole: slices are
-    /// decoded in file order.
+    /// Whether `streaming` (or `auto`) may cut files into slices. A scan
+    /// that may read row groups out of file order (a sort pushed into it)
+    /// keeps them whole: slices are decoded in file order.
     fn slicing(&self) -> bool {
-        if !matches!(
+        matches!(
             self.options.policy(),
             PrefetchPolicy::Streaming | PrefetchPolicy::Auto
-        ) {
-            return false;
-        }
-        struct Extra<'a>(&'a ParquetSource);
-        impl fmt::Display for Extra<'_> {
-            fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-                self.0.fmt_extra(DisplayFormatType::Default, f)
-            }
-        }
-        // `ParquetSource` exposes the flag only through its display.
-        !Extra(&self.inner)
-            .to_string()
-            .contains("reverse_row_groups=true")
+        ) && self.row_group_order == RowGroupOrder::InFile
     }
 
     /// The top-level columns the decoder reads: the projection's, plus the
@@ -489,10 +490,16 @@ impl FileSource for PrefetchingParquetSource {
         order: &[PhysicalSortExpr],
         eq_properties: &EquivalenceProperties,
     ) -> Result<SortOrderPushdownResult<Arc<dyn FileSource>>> {
+        // Whatever the inner source took on (reversed row groups, a reorder
+        // by statistics), its row groups may no longer come in file order.
+        let reordered = Self {
+            row_group_order: RowGroupOrder::MaybeReordered,
+            ..self.clone()
+        };
         Ok(self
             .inner
             .try_pushdown_sort(order, eq_properties)?
-            .map(|node| self.rewrap(node)))
+            .map(|node| reordered.rewrap(node)))
     }
 
     fn reorder_files(&self, files: Vec<PartitionedFile>) -> Vec<PartitionedFile> {

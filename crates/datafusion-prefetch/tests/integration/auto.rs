@@ -5,36 +5,10 @@
 
 use std::time::Duration;
 
-use crate::support::{Fixture, FixtureOptions, fixture, parquet_file, sql_text};
+use crate::support::{Fixture, FixtureOptions, fixture, metric, parquet_file, sql_text};
 
 async fn explain_analyze(fx: &Fixture, sql: &str) -> String {
     sql_text(&fx.ctx, &format!("EXPLAIN ANALYZE {sql}")).await
-}
-
-/// The value of metric `name` in an `EXPLAIN ANALYZE` text, which prints
-/// large values with a unit (`27.13 K`, `2.33 M`).
-fn metric(text: &str, name: &str) -> u64 {
-    let start = text
-        .find(&format!("{name}="))
-        .unwrap_or_else(|| panic!("{name} missing from\n{text}"))
-        + name.len()
-        + 1;
-    let value: String = text[start..]
-        .chars()
-        .take_while(|c| *c != ',' && *c != ']')
-        .collect();
-    let (number, unit) = value.split_once(' ').unwrap_or((&value, ""));
-    let scale = match unit {
-        "" => 1.0,
-        "K" => 1e3,
-        "M" => 1e6,
-        "B" => 1e9,
-        other => panic!("{name}: unit {other} in\n{text}"),
-    };
-    let number: f64 = number
-        .parse()
-        .unwrap_or_else(|_| panic!("{name}={value} is not a number in\n{text}"));
-    (number * scale).round() as u64
 }
 
 fn files() -> Vec<bytes::Bytes> {

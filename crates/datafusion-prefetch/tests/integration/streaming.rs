@@ -12,7 +12,9 @@ use datafusion::arrow::util::pretty::pretty_format_batches;
 use futures::StreamExt;
 use parquet::file::properties::EnabledStatistics;
 
-use crate::support::{FixtureOptions, fixture, metadata, parquet_file, parquet_file_with, settle};
+use crate::support::{
+    FixtureOptions, fixture, metadata, metric, parquet_file, parquet_file_with, settle, sql_text,
+};
 
 const PAYLOAD: usize = 1;
 
@@ -223,5 +225,43 @@ async fn files_without_an_offset_index_are_read_at_row_group_granularity() {
         "prefetch_bytes_row_group_granular=",
     ] {
         assert!(text.contains(metric), "{metric} missing from\n{text}");
+    }
+}
+
+/// A scan a sort was pushed into may read its row groups out of file order
+/// (here reversed, for `ORDER BY id DESC`): `streaming` and `auto` keep its
+/// files whole rather than slicing them, and answer as `off` does. What
+/// tells them is the pushdown call itself, not the plan's text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_a_sort_was_pushed_into_is_read_in_whole_row_groups() {
+    let files: Vec<_> = (0..4)
+        .map(|i| {
+            parquet_file_with(i * 40_000, 40_000, 20_000, |props| {
+                props
+                    .set_dictionary_enabled(false)
+                    .set_data_page_row_count_limit(1000)
+                    .set_write_batch_size(1000)
+            })
+        })
+        .collect();
+    let fx = fixture(files, FixtureOptions::default()).await;
+    let top = "SELECT id, payload FROM t ORDER BY id DESC LIMIT 5";
+    fx.set("policy", "off").await;
+    let expected = sql_text(&fx.ctx, top).await;
+    for policy in ["streaming", "auto"] {
+        fx.set("policy", policy).await;
+        // Row groups too large to read ahead whole: files are sliced.
+        fx.set("read_ahead_window", "128KiB").await;
+        let full = sql_text(&fx.ctx, "EXPLAIN ANALYZE SELECT sum(payload) FROM t").await;
+        assert_eq!(metric(&full, "prefetch_files_page_granular"), 4, "{full}");
+        let sorted = sql_text(&fx.ctx, &format!("EXPLAIN ANALYZE {top}")).await;
+        // The premise: DataFusion pushed the sort into the scan.
+        assert!(sorted.contains("reverse_row_groups=true"), "{sorted}");
+        assert_eq!(
+            metric(&sorted, "prefetch_files_page_granular"),
+            0,
+            "{policy}: {sorted}"
+        );
+        assert_eq!(sql_text(&fx.ctx, top).await, expected, "{policy}");
     }
 }

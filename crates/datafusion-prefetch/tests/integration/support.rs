@@ -264,3 +264,29 @@ pub async fn assert_released_beside(
     }
     assert_eq!(pool.reserved(), held, "{what}: memory pool reservation");
 }
+
+/// The value of metric `name` in an `EXPLAIN ANALYZE` text, which prints
+/// large values with a unit (`27.13 K`, `2.33 M`).
+pub fn metric(text: &str, name: &str) -> u64 {
+    let start = text
+        .find(&format!("{name}="))
+        .unwrap_or_else(|| panic!("{name} missing from\n{text}"))
+        + name.len()
+        + 1;
+    let value: String = text[start..]
+        .chars()
+        .take_while(|c| *c != ',' && *c != ']')
+        .collect();
+    let (number, unit) = value.split_once(' ').unwrap_or((&value, ""));
+    let scale = match unit {
+        "" => 1.0,
+        "K" => 1e3,
+        "M" => 1e6,
+        "B" => 1e9,
+        other => panic!("{name}: unit {other} in\n{text}"),
+    };
+    let number: f64 = number
+        .parse()
+        .unwrap_or_else(|_| panic!("{name}={value} is not a number in\n{text}"));
+    (number * scale).round() as u64
+}
