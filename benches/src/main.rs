@@ -6,6 +6,7 @@
 //! prefetch-bench --suite tpch --scale 1 --latency fixed:50 --plot tpch.svg
 //! prefetch-bench --suite peers --latency s3   # vs Polars, DuckDB, PyArrow over S3
 //! prefetch-bench --suite concurrent --clients 8 --latency s3  # one runtime, 8 clients
+//! prefetch-bench --suite many_files --files 10000,100000 --policies off,auto
 //! ```
 //!
 //! See `benches/README.md` for every flag and suite.
@@ -15,6 +16,7 @@ mod clickbench;
 mod concurrent;
 mod datagen;
 mod first_batch;
+mod many_files;
 mod peers;
 mod plot;
 mod proxy;
@@ -41,11 +43,15 @@ use crate::suites::{ClickbenchCopy, Query, Suite, SuiteOptions};
 #[command(name = "prefetch-bench", version, about)]
 struct Args {
     /// Suite to run: cross_file, single_row_group, four_row_groups, many_small_files, tpch,
-    /// clickbench, peers (against other engines over a real S3 server), or
+    /// clickbench, peers (against other engines over a real S3 server),
     /// concurrent (`--clients` clients on one runtime, each running the TPC-H
-    /// queries in its own order).
+    /// queries in its own order), or many_files (planning and execution over
+    /// `--files` tiny files).
     #[arg(long)]
     suite: String,
+    /// many_files: the table sizes, in files of 100 rows.
+    #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
+    files: Vec<usize>,
     /// concurrent: clients running at once on one runtime.
     #[arg(long, default_value_t = 8)]
     clients: usize,
@@ -169,12 +175,8 @@ fn store_config(args: &Args) -> Result<(SimulatedStoreConfig, Duration), String>
     if let Some(connections) = args.connections {
         config = config.with_max_connections(Some(connections));
     }
-    let typical = match model {
-        LatencyModel::None => Duration::ZERO,
-        LatencyModel::Fixed(d) => d,
-        _ => Duration::from_millis(32),
-    };
-    Ok((config, typical))
+    // The floor's round trips: the least the model ever draws.
+    Ok((config, model.minimum()))
 }
 
 #[tokio::main]
@@ -285,7 +287,7 @@ fn prefetch_settings(args: &Args) -> Vec<(String, String)> {
 }
 
 async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
-    let (store, typical_latency) = store_config(&args)?;
+    let (store, least_latency) = store_config(&args)?;
     if args.suite == "peers" {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         return peers::run(peers::PeersConfig {
@@ -307,6 +309,24 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
             markdown: args.markdown.clone(),
         })
         .await;
+    }
+    if args.suite == "many_files" {
+        if args.files.contains(&0) {
+            return Err("--files: every size must be at least 1".into());
+        }
+        return Ok(many_files::run(&many_files::ManyFilesConfig {
+            sizes: args.files.clone(),
+            policies: args.policies.clone(),
+            store,
+            latency_label: args.latency.clone(),
+            partitions: args.partitions.unwrap_or(1),
+            settings: prefetch_settings(&args),
+            iterations: args.iterations,
+            data_dir: args.data_dir.clone(),
+            json: args.json.clone(),
+            markdown: args.markdown.clone(),
+        })
+        .await?);
     }
     let options = SuiteOptions {
         scale: args.scale,
@@ -364,6 +384,7 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
         settings: prefetch_settings(&args),
         ballista: None,
         request_log: args.request_log.clone(),
+        in_memory: None,
     };
     // Kept until the end of the run: dropping it stops the processes.
     let mut cluster = None;
@@ -397,7 +418,7 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
     let runs = runs + if cluster.is_some() { queries } else { 0 };
     let progress = Progress::new(runs);
 
-    let mut report = Report::new(suite.clone(), config.clone(), typical_latency);
+    let mut report = Report::new(suite.clone(), config.clone(), least_latency);
     // On Ballista, every run must return what local DataFusion `off` does
     // (run without latency: only its result is used).
     if cluster.is_some() {
@@ -416,12 +437,18 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
             }
         }
     }
-    // The no-latency floor: the best run of any policy per query without any
-    // store delay (the first runs also warm the page cache).
+    // The floor's decode-only part: the best run of any policy per query
+    // with every file already in memory and no store delay.
     if with_floor {
+        eprintln!(
+            "preloading {} into memory for the floor",
+            suite.data_dir.display()
+        );
         let unthrottled = RunConfig {
             store: SimulatedStoreConfig::none(),
             latency_label: "none".into(),
+            in_memory: Some(run::preload(&suite.data_dir).await?),
+            request_log: None,
             ..config.clone()
         };
         for query in &suite.queries {
@@ -485,6 +512,13 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
     progress.0.finish_and_clear();
 
     let all_match = report.check_results();
+    let below_floor = report.below_floor();
+    for (query, policy, ratio) in &below_floor {
+        eprintln!(
+            "BELOW THE FLOOR {} {query} {policy}: wall / floor = {ratio:.3} (the floor is a lower bound: a bug in it)",
+            suite.name
+        );
+    }
     println!("{}", report.markdown());
     if let Some(path) = &args.json {
         std::fs::write(path, report.json()?)?;
@@ -500,5 +534,5 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
         eprintln!("prefetch-bench: RESULTS DIFFER FROM POLICY off (see matches_off above)");
     }
     drop(cluster);
-    Ok(all_match)
+    Ok(all_match && below_floor.is_empty())
 }

@@ -15,7 +15,8 @@ use crate::suites::Suite;
 pub struct Report {
     suite: Suite,
     config: RunConfig,
-    typical_latency: Duration,
+    /// The least round trip the store's latency model draws.
+    least_latency: Duration,
     measurements: Vec<Measurement>,
     no_latency_ms: BTreeMap<String, f64>,
     /// Queries that cannot run on this data under stock DataFusion, and why.
@@ -66,7 +67,7 @@ fn mib(bytes: u64) -> f64 {
 }
 
 impl Report {
-    pub fn new(suite: Suite, config: RunConfig, typical_latency: Duration) -> Self {
+    pub fn new(suite: Suite, config: RunConfig, least_latency: Duration) -> Self {
         let budget = config
             .settings
             .iter()
@@ -77,7 +78,7 @@ impl Report {
         Self {
             suite,
             config,
-            typical_latency,
+            least_latency,
             measurements: vec![],
             no_latency_ms: BTreeMap::new(),
             skipped: BTreeMap::new(),
@@ -229,10 +230,12 @@ impl Report {
         )
     }
 
-    /// The floor no policy can beat for `query`: dependent round trips (per
-    /// scan, × the scans in its plan) × the typical latency + bytes over the
-    /// aggregate bandwidth, and never less than the fastest policy takes
-    /// without latency.
+    /// The floor no policy can beat for `query`, a lower bound on its wall
+    /// time: the largest of the time to decode it with every file already in
+    /// memory (the best policy of the run's decode-only runs), its chain of
+    /// dependent round trips (per scan, × the scans in its plan) at the least
+    /// latency the store's model draws, and its bytes over the aggregate
+    /// bandwidth.
     fn floor_ms(&self, query: &str) -> f64 {
         let bytes = self.median_of(query, "off", |m| m.bytes_fetched as f64);
         // A query answered from statistics alone scans nothing: no round trip.
@@ -245,16 +248,33 @@ impl Report {
             }
             None => 0.0,
         };
-        let latency_ms = self.typical_latency.as_secs_f64() * 1e3;
-        let physical = scans * self.suite.dependent_round_trips as f64 * latency_ms + transfer_ms;
+        let round_trip_ms = self.least_latency.as_secs_f64() * 1e3;
+        let chain_ms = scans * self.suite.dependent_round_trips as f64 * round_trip_ms;
         // Without latency the run itself is the floor: its fastest policy.
-        let no_latency = self.no_latency_ms.get(query).copied().unwrap_or_else(|| {
+        let decode_ms = self.no_latency_ms.get(query).copied().unwrap_or_else(|| {
             self.policies()
                 .iter()
                 .map(|p| self.median_of(query, p, |m| m.wall_ms))
                 .fold(f64::INFINITY, f64::min)
         });
-        physical.max(no_latency)
+        decode_ms.max(chain_ms).max(transfer_ms)
+    }
+
+    /// Every query and policy whose median wall time is below its floor:
+    /// `(query, policy, wall / floor)`. A floor is a lower bound, so any of
+    /// these is a bug in the floor.
+    pub fn below_floor(&self) -> Vec<(String, String, f64)> {
+        let mut below = vec![];
+        for query in self.queries() {
+            let floor = self.floor_ms(&query);
+            for policy in self.policies() {
+                let ratio = self.median_of(&query, &policy, |m| m.wall_ms) / floor;
+                if ratio < 1.0 {
+                    below.push((query.clone(), policy, ratio));
+                }
+            }
+        }
+        below
     }
 
     fn summaries(&self) -> Vec<PolicySummary> {

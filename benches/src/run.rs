@@ -15,8 +15,9 @@ use datafusion_prefetch_ballista::{ObjectStores, ballista_prefetching_context};
 use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig, StoreStats};
 use datafusion_prefetch_testdata::{Numbers, checksum};
 use futures::StreamExt;
-use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::{ObjectStore, ObjectStoreExt};
 use serde::Serialize;
 use url::Url;
 
@@ -36,6 +37,34 @@ pub struct RunConfig {
     pub ballista: Option<String>,
     /// Where each run's store requests are written (`--request-log`).
     pub request_log: Option<PathBuf>,
+    /// The suite's files preloaded in memory: runs read them from there
+    /// rather than from disk (the floor's decode-only runs).
+    pub in_memory: Option<Arc<InMemory>>,
+}
+
+/// Every file under `dir`, read into a new in-memory store under its path
+/// relative to `dir` (as `LocalFileSystem::new_with_prefix(dir)` names it).
+pub async fn preload(dir: &Path) -> Result<Arc<InMemory>> {
+    let memory = InMemory::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(folder) = pending.pop() {
+        for entry in std::fs::read_dir(&folder)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                pending.push(path);
+                continue;
+            }
+            let relative = path.strip_prefix(dir).expect("under dir");
+            let location = object_store::path::Path::from_iter(
+                relative
+                    .iter()
+                    .map(|part| part.to_string_lossy().into_owned()),
+            );
+            let bytes = std::fs::read(&path)?;
+            memory.put(&location, bytes.into()).await?;
+        }
+    }
+    Ok(Arc::new(memory))
 }
 
 /// What one run measured.
@@ -81,8 +110,11 @@ struct Planned {
 
 async fn plan(suite: &Suite, query: &Query, policy: &str, config: &RunConfig) -> Result<Planned> {
     let session = SessionConfig::new().with_target_partitions(config.partitions);
-    let local = LocalFileSystem::new_with_prefix(&suite.data_dir)?;
-    let store = SimulatedStore::new(local, config.store);
+    let files: Arc<dyn ObjectStore> = match &config.in_memory {
+        Some(memory) => Arc::clone(memory) as Arc<dyn ObjectStore>,
+        None => Arc::new(LocalFileSystem::new_with_prefix(&suite.data_dir)?),
+    };
+    let store = SimulatedStore::new(files, config.store);
     let store_stats = store.stats();
     let store: Arc<dyn ObjectStore> = Arc::new(store);
     let ctx = match &config.ballista {
@@ -321,6 +353,13 @@ mod tests {
             settings: vec![],
             ballista: None,
             request_log: Some(dir.path().join("requests")),
+            in_memory: None,
+        };
+        // The floor's decode-only runs read the same files from memory.
+        let from_memory = RunConfig {
+            in_memory: Some(preload(&suite.data_dir).await.expect("preloaded")),
+            request_log: None,
+            ..config.clone()
         };
         for query in &suite.queries {
             let run = |policy| measure(&suite, query, policy, 0, &config);
@@ -333,6 +372,14 @@ mod tests {
                 (off.rows, &off.checksum),
                 (pipelined.rows, &pipelined.checksum),
                 "{name} {}",
+                query.name
+            );
+            let memory = measure(&suite, query, "off", 0, &from_memory).await;
+            let memory = memory.unwrap_or_else(|e| panic!("{name} {} in memory: {e}", query.name));
+            assert_eq!(
+                (off.rows, &off.checksum, off.bytes_fetched),
+                (memory.rows, &memory.checksum, memory.bytes_fetched),
+                "{name} {} from memory",
                 query.name
             );
             let log = dir

@@ -108,6 +108,17 @@ impl LatencyModel {
         }
     }
 
+    /// The least delay this model ever draws: a lower bound on one round
+    /// trip through a store using it.
+    pub fn minimum(&self) -> Duration {
+        match self {
+            Self::None => Duration::ZERO,
+            Self::Fixed(d) => *d,
+            Self::S3 => millis(S3_FLOOR_MS),
+            Self::S3List => millis((S3_LIST_SCALE * S3_FLOOR_MS).round()),
+        }
+    }
+
     /// Returns `true` if this model never delays a request.
     pub fn is_zero(&self) -> bool {
         match self {
@@ -307,6 +318,23 @@ mod tests {
         assert_within(percentile(&v, 0.90), 110.0, 0.15, "P90");
         assert_within(percentile(&v, 0.99), 200.0, 0.15, "P99");
         assert!(v[0] >= S3_FLOOR_MS && *v.last().unwrap() <= S3_CAP_MS);
+    }
+
+    #[test]
+    fn no_draw_is_below_the_minimum() {
+        for model in [
+            LatencyModel::S3,
+            LatencyModel::S3List,
+            LatencyModel::Fixed(Duration::from_millis(7)),
+            LatencyModel::None,
+        ] {
+            let least = sorted_draws(model, 0x5EED, 20_000)[0];
+            let minimum = model.minimum().as_secs_f64() * 1e3;
+            assert!(
+                least >= minimum,
+                "{model}: drew {least} ms under {minimum} ms"
+            );
+        }
     }
 
     #[test]
