@@ -110,7 +110,8 @@ mod tests {
             "{err}"
         );
         // Alone, the store itself refuses it (a real store's 416).
-        let err = get_ranges_bounded(&store, &path, &[1000..1010])
+        let at_the_end = 1000..1010;
+        let err = get_ranges_bounded(&store, &path, std::slice::from_ref(&at_the_end))
             .await
             .unwrap_err()
             .to_string();
