@@ -212,7 +212,7 @@ fn drive(input: &mut Input, layouts: Vec<Arc<FileLayout>>) {
         eager_first_read_cap: input.size(17),
         slice_target_bytes: 1 + input.size(16),
         slice_min_column_bytes: input.size(12),
-        plan_demand_requests: false,
+        owns_demand_reads: input.bool(),
     };
     let files = layouts.len();
     let partitions = 1 + input.upto(2) as usize;
@@ -239,6 +239,14 @@ fn drive(input: &mut Input, layouts: Vec<Arc<FileLayout>>) {
         .with_predicate(input.bool());
     // The ranges of every fetch issued and not yet forgotten, by id.
     let mut fetches: BTreeMap<FetchId, Vec<Range<u64>>> = BTreeMap::new();
+    // The fetches the last answer admitted: the pool or the governor refuses
+    // a fetch in the answer that admits it, before its requests go out
+    // (ranges widening a demand read: only the pool, as the driver reports
+    // either refusal of them). `(id, widened)`.
+    let mut just_admitted: Vec<(FetchId, bool)> = vec![];
+    // Background fetches admitted whose tasks have not started (a task
+    // released before it starts never sends).
+    let mut unsent: Vec<FetchId> = vec![];
     let mut open = vec![0usize; files];
     let mut clock = Duration::ZERO;
     let mut steps = 0;
@@ -290,13 +298,37 @@ fn drive(input: &mut Input, layouts: Vec<Arc<FileLayout>>) {
                 }
             }
             8 => Event::DecodersStarting { file },
-            6 => match fetches.keys().nth(input.upto(7) as usize).copied() {
-                Some(id) => match input.upto(2) {
-                    0 => Event::FetchFailed { id },
-                    1 => Event::PoolRefused { id },
-                    _ => Event::GovernorRefused { id },
-                },
+            // A task starts, most often right after its answer: its
+            // fetch's requests go out.
+            10 | 11 => match unsent.pop() {
+                Some(id) => {
+                    just_admitted.retain(|(admitted, _)| *admitted != id);
+                    Event::FetchSent { id }
+                }
                 None => continue,
+            },
+            6 => match input.upto(2) {
+                // A fetch may fail whenever, also after its pieces went, and
+                // a range planned from it may be read on demand instead.
+                0 => match fetches.keys().nth(input.upto(7) as usize).copied() {
+                    Some(id) if input.bool() => Event::FetchFailed { id },
+                    Some(id) => Event::FallbackRead {
+                        id,
+                        bytes: input.size(20),
+                    },
+                    None => continue,
+                },
+                refusal => match just_admitted.pop() {
+                    Some((id, widened)) => {
+                        unsent.retain(|u| *u != id);
+                        if widened || refusal == 1 {
+                            Event::PoolRefused { id }
+                        } else {
+                            Event::GovernorRefused { id }
+                        }
+                    }
+                    None => continue,
+                },
             },
             // The process-wide governor's notices.
             9 => match input.upto(1) {
@@ -331,9 +363,20 @@ fn drive(input: &mut Input, layouts: Vec<Arc<FileLayout>>) {
             usize::from(asked.is_some()),
             "a read, and only a read, is answered with one Serve"
         );
+        just_admitted.clear();
         for action in &actions {
-            if let Action::Fetch { id, ranges, .. } = action {
-                fetches.insert(*id, ranges.clone());
+            match action {
+                Action::Fetch { id, ranges, .. } => {
+                    fetches.insert(*id, ranges.clone());
+                    just_admitted.push((*id, false));
+                    unsent.push(*id);
+                }
+                Action::Serve(plan) => {
+                    if let Some((id, _)) = &plan.widened {
+                        just_admitted.push((*id, true));
+                    }
+                }
+                _ => {}
             }
         }
         let stats = core.stats();
@@ -353,7 +396,12 @@ fn drive(input: &mut Input, layouts: Vec<Arc<FileLayout>>) {
     core.handle(Event::ScanEnded);
     let stats = core.stats();
     assert_eq!(stats.staged_bytes, 0, "staged after shutdown");
-    assert!(stats.bytes_wasted <= stats.bytes_fetched_ahead);
+    // Every byte requested was handed to a decoder or wasted, never both.
+    assert_eq!(
+        stats.bytes_requested,
+        stats.bytes_used + stats.bytes_wasted,
+        "{stats:?}"
+    );
 }
 
 /// Check a read's answer part for part: demand parts point at their range,

@@ -9,7 +9,7 @@ use datafusion::physical_plan::metrics::{
     Count, ExecutionPlanMetricsSet, Gauge, MetricBuilder, MetricValue, Time,
 };
 
-use crate::scheduler::{AutoSnapshot, CoreStats};
+use crate::scheduler::{AutoSnapshot, CoreStats, RequestPlan};
 
 /// Live counters of one [`PrefetchingParquetSource`](crate::PrefetchingParquetSource),
 /// summed over every execution of it.
@@ -22,6 +22,7 @@ pub struct PrefetchStats {
     peak_staged_bytes: AtomicU64,
     bytes_fetched_ahead: AtomicU64,
     bytes_served_from_prefetch: AtomicU64,
+    bytes_used: AtomicU64,
     bytes_wasted: AtomicU64,
     requests: AtomicU64,
     bytes_fetched: AtomicU64,
@@ -49,17 +50,30 @@ impl PrefetchStats {
         self.bytes_served_from_prefetch.load(Ordering::SeqCst)
     }
 
-    /// Bytes fetched ahead and released unused.
+    /// Bytes fetched that were handed to a decoder, each byte of each
+    /// request once (a page several slices read counts once). Once the scan
+    /// is over, `bytes_fetched() - bytes_wasted() == bytes_used()`.
+    pub fn bytes_used(&self) -> u64 {
+        self.bytes_used.load(Ordering::SeqCst)
+    }
+
+    /// Bytes fetched that no decoder was handed: read-ahead released
+    /// untaken (pruned row groups and files, untaken slices, read-ahead
+    /// given back to the governor, failed fetches) and the bytes between two
+    /// ranges that one request reads, ahead or on demand.
     pub fn bytes_wasted(&self) -> u64 {
         self.bytes_wasted.load(Ordering::SeqCst)
     }
 
-    /// Data requests (`get_ranges` calls) issued, on demand and ahead.
+    /// Data requests issued, on demand and ahead.
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::SeqCst)
     }
 
-    /// Bytes requested from the store, on demand and ahead (footers excluded).
+    /// Bytes of the data requests issued, on demand and ahead, gaps between
+    /// merged ranges included (footers excluded). With DataFusion's own
+    /// reader factory every one of these requests is one store GET; with a
+    /// custom factory its demand reads count the bytes asked of it.
     pub fn bytes_fetched(&self) -> u64 {
         self.bytes_fetched.load(Ordering::SeqCst)
     }
@@ -91,6 +105,7 @@ pub(crate) struct ScanMetrics {
     bytes_fetched: Count,
     bytes_fetched_ahead: Count,
     bytes_served_from_prefetch: Count,
+    bytes_used: Count,
     bytes_wasted: Count,
     failed_prefetches: Count,
     files_opened_ahead: Count,
@@ -154,6 +169,7 @@ impl ScanMetrics {
             bytes_fetched: counter("prefetch_bytes_fetched"),
             bytes_fetched_ahead: counter("prefetch_bytes_fetched_ahead"),
             bytes_served_from_prefetch: counter("prefetch_bytes_served_from_prefetch"),
+            bytes_used: counter("prefetch_bytes_used"),
             bytes_wasted: counter("prefetch_bytes_wasted"),
             failed_prefetches: counter("prefetch_failed_prefetches"),
             files_opened_ahead: counter("prefetch_files_opened_ahead"),
@@ -181,12 +197,20 @@ impl ScanMetrics {
         &self.stats
     }
 
-    /// One data request of `bytes` was issued.
+    /// One data request of `bytes` was issued (a GET, or a read of the
+    /// wrapped reader).
     pub(crate) fn request(&self, bytes: u64) {
         self.requests.add(1);
         self.bytes_fetched.add(bytes as usize);
         self.stats.requests.fetch_add(1, Ordering::SeqCst);
         self.stats.bytes_fetched.fetch_add(bytes, Ordering::SeqCst);
+    }
+
+    /// The requests of `plan` were issued, one store GET each.
+    pub(crate) fn planned_requests(&self, plan: &RequestPlan) {
+        for request in &plan.requests {
+            self.request(request.end - request.start);
+        }
     }
 
     /// A reader gave up waiting for a read-ahead and read the bytes itself.
@@ -243,6 +267,12 @@ impl ScanMetrics {
             &self.stats.bytes_served_from_prefetch,
             before.bytes_served_from_prefetch,
             now.bytes_served_from_prefetch,
+        );
+        add(
+            &self.bytes_used,
+            &self.stats.bytes_used,
+            before.bytes_used,
+            now.bytes_used,
         );
         add(
             &self.bytes_wasted,

@@ -246,12 +246,14 @@ impl PrefetchingParquetSource {
                 slice_target_bytes: CoreConfig::default_slice_target(window, budget),
                 // Small windows (tests, tight budgets) still slice narrow scans.
                 slice_min_column_bytes: MIN_COLUMN_SLICE_BYTES.min(window.min(budget) / 16),
-                // `auto` with DataFusion's own reader factory: demand reads on
-                // a remote store go to the store as `auto` plans them (split
-                // when one connection's bandwidth is the limit). A custom
-                // factory keeps its reads.
-                plan_demand_requests: policy == PrefetchPolicy::Auto
-                    && self.inner.parquet_file_reader_factory().is_none(),
+                // With DataFusion's own reader factory, demand reads go to
+                // the store as the scheduler plans them (every byte known;
+                // under `auto` split when one connection's bandwidth is the
+                // limit). A custom factory keeps its reads.
+                owns_demand_reads: self
+                    .inner
+                    .parquet_file_reader_factory()
+                    .is_none_or(|factory| reads_plain_store(factory.as_ref())),
             },
             units.len(),
             order,
@@ -341,6 +343,40 @@ impl PrefetchingParquetSource {
 
     fn inner_metadata_size_hint(&self) -> Option<usize> {
         self.inner.table_parquet_options().global.metadata_size_hint
+    }
+}
+
+/// Whether `factory` is one of DataFusion's own, whose readers fetch data
+/// with plain store reads (`DefaultParquetFileReaderFactory`, and
+/// `CachedParquetFileReaderFactory`, which `ParquetFormat` sets on every
+/// scan of a listing table to cache footers): a scan may then fetch its
+/// data itself, keeping the factory for footers. The trait offers no
+/// downcast, so its type is told by the start of its `Debug` text (only
+/// that much is formatted); `a_normal_table_owns_its_demand_reads` in the
+/// integration tests fails if DataFusion renames them.
+fn reads_plain_store(factory: &dyn ParquetFileReaderFactory) -> bool {
+    const OWN: [&str; 2] = [
+        "CachedParquetFileReaderFactory ",
+        "DefaultParquetFileReaderFactory ",
+    ];
+    let mut name = Prefix(String::new());
+    // The writer refuses everything past the longest name: `Err` is expected.
+    let _ = fmt::write(&mut name, format_args!("{factory:?}"));
+    OWN.iter().any(|own| name.0.starts_with(own))
+}
+
+/// A `fmt::Write` that keeps the first few characters and refuses the rest.
+struct Prefix(String);
+
+impl fmt::Write for Prefix {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let room = 40usize.saturating_sub(self.0.len());
+        let taken: String = s.chars().take(room).collect();
+        self.0.push_str(&taken);
+        if taken.len() < s.len() {
+            return Err(fmt::Error);
+        }
+        Ok(())
     }
 }
 

@@ -18,7 +18,6 @@ use object_store::ObjectStore;
 use parking_lot::Mutex;
 use tokio::task::AbortHandle;
 
-use super::fetch::count_requests;
 use super::fetches::{Buffers, Fetches};
 use super::footers::Footers;
 use super::probe::Probe;
@@ -133,6 +132,11 @@ impl ScanDriver {
             first_batch_seen: AtomicBool::default(),
             this: this.clone(),
         }
+    }
+
+    /// Whether the driver sends the decoders' data reads to the store itself.
+    pub(crate) fn owns_demand_reads(&self) -> bool {
+        self.core.lock().owns_demand_reads()
     }
 
     /// The scan unit a reader was created for.
@@ -254,11 +258,9 @@ impl ScanDriver {
                         return;
                     }
                 };
-                count_requests(&self.metrics, &ranges, Some(&requests));
                 let location = self.units.file(file).object_meta.location.clone();
-                let guard = self.metrics.stats().task_started();
                 self.fetches
-                    .spawn(id, location, requests, hold, guard, self.sink());
+                    .spawn(id, location, requests, hold, &self.metrics, self.sink());
             }
             Action::Release { id, abort } => self.fetches.release(id, abort),
         }

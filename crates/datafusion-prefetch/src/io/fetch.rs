@@ -1,7 +1,6 @@
-//! Requests to the store: counting them, and under `auto` carrying out a
-//! [`RequestPlan`] — one GET per planned request, all in flight at once, each
-//! timed for the tuner — and cutting the bodies back into the ranges the
-//! plan was made for.
+//! Requests to the store: carrying out a [`RequestPlan`] — one GET per
+//! planned request, all in flight at once, each timed for `auto`'s tuner —
+//! and cutting the bodies back into the ranges the plan was made for.
 
 use std::ops::Range;
 use std::time::Instant;
@@ -12,25 +11,18 @@ use object_store::path::Path;
 use object_store::{GetOptions, ObjectStore};
 
 use super::sink::{Reports, report};
-use crate::metrics::ScanMetrics;
 use crate::scheduler::{Event, RequestPlan};
 
-/// Count the store requests that fetch `ranges`: one per request of `plan`
-/// when the scheduler planned them, else one (`get_ranges`, or a reader's
-/// `get_byte_ranges`, is one request as far as the caller can tell).
-pub(crate) fn count_requests(
-    metrics: &ScanMetrics,
-    ranges: &[Range<u64>],
-    plan: Option<&RequestPlan>,
-) {
-    match plan {
-        Some(plan) => {
-            for request in &plan.requests {
-                metrics.request(request.end - request.start);
-            }
-        }
-        None => metrics.request(ranges.iter().map(|r| r.end - r.start).sum()),
-    }
+/// How a body shorter than its request is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ShortBodies {
+    /// An error: a read-ahead that fails is read again on demand.
+    Fail,
+    /// Cut as object_store's `get_ranges` cuts them, each range's buffer
+    /// clamped to what came back: a demand read hands the decoder what a
+    /// stock read would (a range past the end of the file), and the decoder
+    /// or the length check fails as it would.
+    Clamp,
 }
 
 /// Fetch the plan's requests in parallel and return one buffer per range the
@@ -39,6 +31,7 @@ pub(crate) async fn fetch_planned(
     store: &dyn ObjectStore,
     location: &Path,
     plan: &RequestPlan,
+    short: ShortBodies,
     sink: &Reports,
 ) -> object_store::Result<Vec<Bytes>> {
     let bodies = try_join_all(plan.requests.iter().map(|request| async move {
@@ -48,7 +41,7 @@ pub(crate) async fn fetch_planned(
         let first_byte = started.elapsed();
         let body = answer.bytes().await?;
         let expected = request.end - request.start;
-        if body.len() as u64 != expected {
+        if body.len() as u64 != expected && short == ShortBodies::Fail {
             return Err(object_store::Error::Generic {
                 store: "prefetch",
                 source: format!(
@@ -75,22 +68,24 @@ pub(crate) async fn fetch_planned(
 }
 
 /// Each range's bytes from the bodies of the plan's requests: a slice of one
-/// body when the range lies in one request, a copy when a split cut it.
+/// body when the range lies in one request, a copy when a split cut it. A
+/// body shorter than its request gives what it has of each range.
 fn assemble(plan: &RequestPlan, bodies: &[Bytes]) -> Vec<Bytes> {
+    let cut = |request: usize, within: &Range<u64>| {
+        let body = &bodies[request];
+        let end = (within.end as usize).min(body.len());
+        body.slice((within.start as usize).min(end)..end)
+    };
     plan.sources
         .iter()
         .map(|source| match source.pieces.as_slice() {
             [] => Bytes::new(),
-            [(request, within)] => {
-                bodies[*request].slice(within.start as usize..within.end as usize)
-            }
+            [(request, within)] => cut(*request, within),
             pieces => {
                 let len: u64 = pieces.iter().map(|(_, w)| w.end - w.start).sum();
                 let mut joined = BytesMut::with_capacity(len as usize);
                 for (request, within) in pieces {
-                    joined.extend_from_slice(
-                        &bodies[*request][within.start as usize..within.end as usize],
-                    );
+                    joined.extend_from_slice(&cut(*request, within));
                 }
                 joined.freeze()
             }

@@ -13,11 +13,11 @@ use object_store::path::Path;
 use parking_lot::Mutex;
 use tokio::task::AbortHandle;
 
-use super::fetch::fetch_planned;
+use super::fetch::{ShortBodies, fetch_planned};
 use super::sink::{Reports, report};
 use super::tasks::{SharedResult, Slot};
 use crate::governor::{Hold, hold_buffers};
-use crate::metrics::TaskGuard;
+use crate::metrics::ScanMetrics;
 use crate::scheduler::{Event, FetchId, Part, RequestPlan};
 
 /// A fetch's buffers, one per range, in the order of its ranges.
@@ -49,23 +49,38 @@ impl Fetches {
 
     /// Start fetch `id` of `location`: the GETs of its request plan, one
     /// buffer per range the plan was made for, each keeping `hold` (the
-    /// governor's reservation) until the last of them is dropped. A failure
-    /// is reported to `sink` (the pieces go to demand reads).
+    /// governor's reservation) until the last of them is dropped. When the
+    /// task starts, its requests go out: they are counted in `metrics` and
+    /// reported to `sink` then ([`Event::FetchSent`]; a fetch stopped before
+    /// its task started requested nothing). A failure is reported to `sink`
+    /// too (the pieces go to demand reads).
     pub(crate) fn spawn(
         &self,
         id: FetchId,
         location: Path,
         requests: RequestPlan,
         hold: Hold,
-        guard: TaskGuard,
+        metrics: &ScanMetrics,
         sink: Reports,
     ) {
         let store = Arc::clone(&self.store);
         let slowest = Arc::clone(&self.slowest_micros);
+        let guard = metrics.stats().task_started();
+        let metrics = metrics.clone();
         let slot = Slot::spawn("prefetch task", async move {
             let _guard = guard;
+            metrics.planned_requests(&requests);
+            report(&sink, Event::FetchSent { id });
             let started = Instant::now();
-            match fetch_planned(store.as_ref(), &location, &requests, &sink).await {
+            match fetch_planned(
+                store.as_ref(),
+                &location,
+                &requests,
+                ShortBodies::Fail,
+                &sink,
+            )
+            .await
+            {
                 Ok(bytes) => {
                     let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
                     slowest.fetch_max(micros, Ordering::Relaxed);

@@ -5,7 +5,9 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricCategory, MetricType,
+};
 use datafusion_datasource::PartitionedFile;
 use datafusion_datasource_parquet::ParquetFileReaderFactory;
 use futures::FutureExt;
@@ -35,6 +37,19 @@ impl ParquetFileReaderFactory for PrefetchingReaderFactory {
         metrics: &ExecutionPlanMetricsSet,
     ) -> datafusion::common::Result<Box<dyn AsyncFileReader + Send>> {
         let file = self.driver.file_id(&partitioned_file);
+        // DataFusion's reader counts the bytes the decoder asks for in its
+        // file's `bytes_scanned`; reads the driver sends itself count in the
+        // same metric (same name and labels: `EXPLAIN ANALYZE` sums them).
+        let bytes_scanned = self.driver.owns_demand_reads().then(|| {
+            MetricBuilder::new(metrics)
+                .with_new_label(
+                    "filename",
+                    partitioned_file.object_meta.location.to_string(),
+                )
+                .with_type(MetricType::Summary)
+                .with_category(MetricCategory::Bytes)
+                .counter("bytes_scanned", partition_index)
+        });
         let inner = self.inner.create_reader(
             partition_index,
             partitioned_file,
@@ -50,6 +65,7 @@ impl ParquetFileReaderFactory for PrefetchingReaderFactory {
             inner,
             file,
             driver: Arc::clone(&self.driver),
+            bytes_scanned,
         }))
     }
 }
@@ -59,6 +75,8 @@ struct PrefetchingReader {
     inner: Box<dyn AsyncFileReader + Send>,
     file: FileId,
     driver: Arc<ScanDriver>,
+    /// The file's `bytes_scanned`, when the driver reads data itself.
+    bytes_scanned: Option<Count>,
 }
 
 impl AsyncFileReader for PrefetchingReader {
@@ -76,7 +94,12 @@ impl AsyncFileReader for PrefetchingReader {
     ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
         async move {
             self.driver
-                .read(self.file, self.inner.as_mut(), ranges)
+                .read(
+                    self.file,
+                    self.inner.as_mut(),
+                    ranges,
+                    self.bytes_scanned.as_ref(),
+                )
                 .await
         }
         .boxed()

@@ -10,13 +10,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use datafusion::physical_plan::metrics::Count;
 use parquet::arrow::arrow_reader::ArrowReaderOptions;
 use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
 
 use super::driver::{ScanDriver, Served};
-use super::fetch::{count_requests, fetch_planned};
+use super::fetch::{ShortBodies, fetch_planned};
 use super::fetches::Buffers;
 use super::footer_layout::layout_of;
 use super::read_error;
@@ -86,15 +87,21 @@ impl ScanDriver {
     }
 
     /// Serve a decoder's request: staged buffers where they cover it, one
-    /// demand request (widened under `batched`) for the rest.
+    /// demand read (widened under `batched`) for the rest. `bytes_scanned`:
+    /// the file's DataFusion metric, counted here when the wrapped reader,
+    /// which counts it otherwise, is not asked.
     pub(crate) async fn read(
         &self,
         file: FileId,
         reader: &mut (dyn AsyncFileReader + Send),
         ranges: Vec<Range<u64>>,
+        bytes_scanned: Option<&Count>,
     ) -> ReadResult<Vec<Bytes>> {
         if self.view(|core| core.reads_like_off(file)) {
             return self.read_like_off(file, reader, ranges).await;
+        }
+        if let Some(scanned) = bytes_scanned {
+            scanned.add(ranges.iter().map(|r| (r.end - r.start) as usize).sum());
         }
         let started = Instant::now();
         let at = self.started.elapsed();
@@ -135,8 +142,8 @@ impl ScanDriver {
         Ok(out)
     }
 
-    /// Fetch what the plan demands (and widens), in one request through the
-    /// wrapped reader, or as the scheduler planned the requests; keep the
+    /// Fetch what the plan demands (and widens), as the scheduler planned
+    /// the requests or in one request through the wrapped reader; keep the
     /// widened and retained buffers it brings.
     async fn fetch_demand(
         &self,
@@ -155,13 +162,31 @@ impl ScanDriver {
         if let Some(range) = &plan.refused {
             return Err(self.refusal(file, range));
         }
-        count_requests(&self.metrics, &request, plan.demand_requests.as_ref());
-        let lengths: Vec<u64> = request.iter().map(|r| r.end - r.start).collect();
+        match &plan.demand_requests {
+            Some(requests) => self.metrics.planned_requests(requests),
+            None => self.metrics.request(total(&request)),
+        }
+        // Planned requests bring every range they were planned for, widened
+        // ranges the pool then refused included (dropped below).
+        let lengths: Vec<u64> = match &plan.demand_requests {
+            Some(requests) => requests
+                .sources
+                .iter()
+                .map(|s| s.pieces.iter().map(|(_, w)| w.end - w.start).sum())
+                .collect(),
+            None => request.iter().map(|r| r.end - r.start).collect(),
+        };
         let mut fetched = match &plan.demand_requests {
             Some(requests) => {
                 let location = &self.units.file(file).object_meta.location;
                 let sink = self.sink();
-                let planned = fetch_planned(self.store.as_ref(), location, requests, &sink);
+                let planned = fetch_planned(
+                    self.store.as_ref(),
+                    location,
+                    requests,
+                    ShortBodies::Clamp,
+                    &sink,
+                );
                 self.demand(async {
                     planned
                         .await
@@ -192,8 +217,8 @@ impl ScanDriver {
                 fetched.iter().map(Bytes::len).collect::<Vec<_>>()
             )));
         }
+        let widened = fetched.split_off(plan.demand.len());
         if let (Some((id, _)), Some(hold)) = (&plan.widened, widened_hold) {
-            let widened = fetched.split_off(plan.demand.len());
             self.fetches.insert_ready(*id, widened, hold);
         }
         if let (Some((id, positions)), Some(hold)) = (&plan.retained, retained_hold) {
@@ -240,7 +265,9 @@ impl ScanDriver {
                         Some(bytes) => bytes,
                         None => {
                             self.fetches.abandon(*id);
-                            self.metrics.request(range.end - range.start);
+                            let bytes = range.end - range.start;
+                            self.apply([Event::FallbackRead { id: *id, bytes }]);
+                            self.metrics.request(bytes);
                             self.demand(reader.get_bytes(range.clone()))
                                 .await
                                 .map_err(|e| {
@@ -268,7 +295,7 @@ impl ScanDriver {
             return Err(self.read_error(file, &ranges, self.refusal(file, &range)));
         }
         let bytes = ranges.iter().map(|r| r.end - r.start).max().unwrap_or(0);
-        count_requests(&self.metrics, &ranges, None);
+        self.metrics.request(total(&ranges));
         let asked = Instant::now();
         match self.demand(reader.get_byte_ranges(ranges.clone())).await {
             Ok(fetched) => {
@@ -341,4 +368,9 @@ impl ScanDriver {
             range.start, range.end
         ))
     }
+}
+
+/// Bytes of `ranges`, each counted as asked.
+fn total(ranges: &[Range<u64>]) -> u64 {
+    ranges.iter().map(|r| r.end - r.start).sum()
 }

@@ -7,7 +7,9 @@ use std::ops::Range;
 
 use super::protocol::{Action, FetchId, FileId, PartitionId};
 use super::scan::ScanCore;
-use super::state::{Candidate, PieceKey, PoolState, Progress, Reading, StagedPiece};
+use super::state::{
+    Candidate, FetchOrigin, PieceKey, PoolState, Progress, Reading, StagedPiece, Taken, Unsent,
+};
 
 /// Pieces admitted together, to be fetched in one background fetch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,10 +83,11 @@ impl ScanCore {
             if full.contains(&partition) {
                 continue;
             }
-            // Staged pieces are keyed by where they start: a corrupt footer can
-            // give two chunks the same start, and staging both would count
-            // bytes the map no longer holds (found by the `scan_core` fuzz target).
-            if self.staged.contains_key(&(file, range.start)) {
+            // A corrupt footer can give two chunks the same or overlapping
+            // bytes: staging both would count bytes the map no longer holds
+            // (same start, found by the `scan_core` fuzz target), or count a
+            // byte fetched once as taken or wasted twice.
+            if self.overlaps_staged(file, &range) {
                 continue;
             }
             if len > limit {
@@ -139,7 +142,7 @@ impl ScanCore {
                 fetch: id,
                 index: ranges.len(),
                 range: range.clone(),
-                taken: 0,
+                taken: Taken::default(),
                 partition,
                 row_group,
                 column,
@@ -169,7 +172,14 @@ impl ScanCore {
         let requests = self.fetch_plan(&ranges);
         let gap = requests.bytes().saturating_sub(total(&ranges));
         self.stats.bytes_fetched_ahead += gap;
-        self.stats.bytes_wasted += gap;
+        self.unsent.insert(
+            id,
+            Unsent {
+                requested: requests.bytes(),
+                gap,
+                ..Unsent::default()
+            },
+        );
         if let Some(live) = self.live_fetches.get_mut(&id) {
             live.merged = requests.merged;
             live.split = requests.split;
@@ -181,6 +191,17 @@ impl ScanCore {
             ranges,
             requests,
         }
+    }
+
+    /// Whether `range` of `file` shares a byte (or its start) with a staged
+    /// piece.
+    fn overlaps_staged(&self, file: FileId, range: &Range<u64>) -> bool {
+        let before = self.staged.range(..=(file, range.start)).next_back();
+        let after = self.staged.range((file, range.start)..).next();
+        before.is_some_and(|(&(f, _), piece)| f == file && piece.range.end > range.start)
+            || after.is_some_and(|(&(f, start), _)| {
+                f == file && (start == range.start || start < range.end)
+            })
     }
 
     pub(super) fn new_fetch_id(&mut self) -> FetchId {
@@ -216,7 +237,7 @@ impl ScanCore {
         let mut actions = vec![];
         for key in keys {
             let piece = self.staged.remove(&key).expect("key from staged");
-            self.stats.bytes_wasted += piece.len().saturating_sub(piece.taken);
+            self.waste(piece.fetch, piece.len() - piece.taken.bytes());
             self.unstage(&piece);
             let live = self.live_fetches.get_mut(&piece.fetch).expect("live fetch");
             live.pieces -= 1;
@@ -241,9 +262,8 @@ impl ScanCore {
         self.pool = PoolState::Granting;
     }
 
-    /// Forget a fetch whose bytes will not land: its pieces go back to
-    /// being candidates (`retry`) or are left to the decoder's demand reads.
-    fn drop_fetch(&mut self, id: FetchId, retry: bool) {
+    /// Forget a fetch whose bytes will not reach the decoder.
+    fn drop_fetch(&mut self, id: FetchId, why: Dropped) {
         let keys: Vec<PieceKey> = self
             .staged
             .iter()
@@ -253,8 +273,13 @@ impl ScanCore {
         for key in keys {
             let piece = self.staged.remove(&key).expect("key from staged");
             self.unstage(&piece);
-            self.stats.bytes_fetched_ahead -= piece.len();
-            if retry {
+            match why {
+                Dropped::Failed => self.waste(id, piece.len() - piece.taken.bytes()),
+                Dropped::Refused | Dropped::Deferred => {
+                    self.stats.bytes_fetched_ahead -= piece.len();
+                }
+            }
+            if why == Dropped::Deferred {
                 continue;
             }
             match &mut self.files[key.0].reading {
@@ -270,20 +295,88 @@ impl ScanCore {
     }
 
     /// A background fetch failed: forget its pieces (the decoder will demand
-    /// them) and read ahead what now fits.
+    /// them) and read ahead what now fits. Its bytes never reach a decoder:
+    /// waste, but for ranges already served from it, whose reads instead
+    /// are reported as [`Event::FallbackRead`](super::Event::FallbackRead).
     pub(super) fn on_fetch_failed(&mut self, id: FetchId) -> Vec<Action> {
         self.stats.failed_prefetches += 1;
-        self.drop_fetch(id, false);
+        self.drop_fetch(id, Dropped::Failed);
         self.pump()
     }
 
-    /// The memory pool refused to reserve a fetch's bytes: forget it (its
-    /// requests were never sent) and stop reading ahead until something is
-    /// released.
+    /// A range planned from fetch `id` was read on demand instead: `bytes`
+    /// more were requested, and the fetch's bytes for it never reached the
+    /// decoder (the range's bytes count as used once, from the read).
+    pub(super) fn on_fallback_read(&mut self, id: FetchId, bytes: u64) {
+        self.stats.bytes_requested += bytes;
+        match self.unsent.get_mut(&id) {
+            // Not sent yet: the range was counted as taken from it; the
+            // read, not the fetch, brought those bytes.
+            Some(unsent) => {
+                let moved = bytes.min(unsent.taken);
+                unsent.taken -= moved;
+                unsent.wasted += moved;
+                self.stats.bytes_used += moved;
+                self.stats.bytes_wasted += bytes - moved;
+            }
+            None => self.stats.bytes_wasted += bytes,
+        }
+    }
+
+    /// Fetch `id`'s requests went out: count what it requested, and what of
+    /// it was handed to a decoder or wasted meanwhile.
+    pub(super) fn on_fetch_sent(&mut self, id: FetchId) {
+        if let Some(unsent) = self.unsent.remove(&id) {
+            self.stats.bytes_requested += unsent.requested;
+            self.stats.bytes_used += unsent.taken;
+            self.stats.bytes_wasted += unsent.gap + unsent.wasted;
+        }
+    }
+
+    /// `bytes` of fetch `id` were handed to a decoder: used, once the fetch
+    /// was sent.
+    pub(super) fn use_bytes(&mut self, id: FetchId, bytes: u64) {
+        match self.unsent.get_mut(&id) {
+            Some(unsent) => unsent.taken += bytes,
+            None => self.stats.bytes_used += bytes,
+        }
+    }
+
+    /// `bytes` of fetch `id` never reach a decoder: waste once the fetch
+    /// was sent (nothing, if it never is).
+    fn waste(&mut self, id: FetchId, bytes: u64) {
+        match self.unsent.get_mut(&id) {
+            Some(unsent) => unsent.wasted += bytes,
+            None => self.stats.bytes_wasted += bytes,
+        }
+    }
+
+    /// The memory pool refused to reserve a fetch's bytes: forget it and
+    /// stop reading ahead until something is released. A fetch of its own
+    /// was never sent; ranges widening a demand read are fetched with it
+    /// all the same when the scheduler planned its requests (then dropped:
+    /// waste), else left out of it.
     pub(super) fn on_pool_refused(&mut self, id: FetchId) {
-        self.unsend(id);
+        let why = match self.live_fetches.get(&id).map(|live| live.origin) {
+            Some(FetchOrigin::Widened) if self.config.owns_demand_reads => Dropped::Failed,
+            Some(FetchOrigin::Widened) => {
+                let widened: u64 = self
+                    .staged
+                    .values()
+                    .filter(|p| p.fetch == id)
+                    .map(StagedPiece::len)
+                    .sum();
+                self.stats.bytes_requested -= widened;
+                Dropped::Refused
+            }
+            Some(FetchOrigin::Ahead) => {
+                self.unsend(id);
+                Dropped::Refused
+            }
+            Some(FetchOrigin::Retained) | None => Dropped::Refused,
+        };
         self.stats.failed_prefetches += 1;
-        self.drop_fetch(id, false);
+        self.drop_fetch(id, why);
         self.pool = PoolState::RefusedUntilRelease;
     }
 
@@ -293,7 +386,7 @@ impl ScanCore {
     pub(super) fn on_governor_refused(&mut self, id: FetchId) {
         self.unsend(id);
         self.stats.governor_waits += 1;
-        self.drop_fetch(id, true);
+        self.drop_fetch(id, Dropped::Deferred);
         self.pool = PoolState::WaitingForRoom;
     }
 
@@ -305,8 +398,8 @@ impl ScanCore {
             self.stats.requests_merged -= live.merged;
             self.stats.requests_split -= live.split;
             self.stats.bytes_fetched_ahead -= live.gap;
-            self.stats.bytes_wasted -= live.gap;
         }
+        self.unsent.remove(&id);
     }
 
     /// The governor freed room: read ahead again (unless the memory pool
@@ -367,4 +460,16 @@ impl ScanCore {
 
 fn total(ranges: &[Range<u64>]) -> u64 {
     ranges.iter().map(|r| r.end - r.start).sum()
+}
+
+/// Why a fetch's staged pieces are forgotten.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dropped {
+    /// Its requests went out and failed (or its bytes are dropped): what the
+    /// decoder did not take is waste, and the decoder reads its pieces.
+    Failed,
+    /// Never sent: the decoder reads its pieces.
+    Refused,
+    /// Never sent, for now: its pieces stay worth fetching.
+    Deferred,
 }

@@ -43,10 +43,13 @@ pub(crate) struct CoreConfig {
     /// `streaming`: the least one slice reads of each column
     /// ([`MIN_COLUMN_SLICE_BYTES`](super::MIN_COLUMN_SLICE_BYTES) outside tests).
     pub slice_min_column_bytes: u64,
-    /// `auto`: demand reads on a remote store go to the store as `auto` plans
-    /// them ([`ReadPlan::demand_requests`]); set when the scan reads through
-    /// DataFusion's own reader factory (a custom factory keeps its reads).
-    pub plan_demand_requests: bool,
+    /// Demand reads go to the store as planned here
+    /// ([`ReadPlan::demand_requests`]: merged as object_store merges them,
+    /// and under `auto` on a remote store split by what it measured), so every
+    /// byte they fetch is known. Set when the scan reads through DataFusion's
+    /// own reader factory, whose readers fetch data with plain store reads; a
+    /// custom factory keeps its reads.
+    pub owns_demand_reads: bool,
 }
 
 impl CoreConfig {
@@ -151,6 +154,22 @@ pub(crate) enum Event {
     /// and fetch nothing more ahead until a decoder reads again.
     ShedAsked {
         /// How much is asked back.
+        bytes: u64,
+    },
+    /// Fetch `id`'s requests went out to the store (its task started): from
+    /// now its bytes count as requested, and what it wastes as waste.
+    FetchSent {
+        /// The fetch.
+        id: FetchId,
+    },
+    /// A decoder's range that was to be served from fetch `id` was read on
+    /// demand instead (the fetch failed, stalled or came back short): `bytes`
+    /// more were fetched, and the fetch's bytes for that range never reached
+    /// the decoder.
+    FallbackRead {
+        /// The fetch the range was planned from.
+        id: FetchId,
+        /// Bytes read on demand instead.
         bytes: u64,
     },
     /// A request whose largest range was `bytes` long took `took`.
@@ -258,9 +277,9 @@ pub(crate) struct ReadPlan {
     /// pages cut by a slice boundary), kept staged under the given id once the
     /// demand read lands: `(id, positions in demand)`.
     pub retained: Option<(FetchId, Vec<usize>)>,
-    /// `auto` on a remote store, with [`CoreConfig::plan_demand_requests`]:
-    /// the store requests for the demand, planned like a background fetch.
-    /// `None`: the wrapped reader fetches the demand, as stock.
+    /// With [`CoreConfig::owns_demand_reads`]: the store requests for the
+    /// demand (and the widened ranges), planned like a background fetch.
+    /// `None`: the wrapped reader fetches them, as stock.
     pub demand_requests: Option<RequestPlan>,
     /// A demanded (or widened) range that starts past the end of the file (a
     /// corrupt footer): the read fails as a store refuses such a range,
@@ -287,8 +306,17 @@ pub(crate) struct CoreStats {
     pub bytes_fetched_ahead: u64,
     /// Bytes handed to the decoder from staged buffers.
     pub bytes_served_from_prefetch: u64,
-    /// Bytes fetched ahead that no decoder used: staged bytes released
-    /// untaken, and the gap bytes of merged requests.
+    /// Bytes of the store requests the scheduler knows of: background
+    /// fetches and planned demand reads, gap bytes included, demand reads
+    /// through the wrapped reader and reads instead of failed fetches. Once
+    /// the scan is over it equals `bytes_used + bytes_wasted`.
+    pub bytes_requested: u64,
+    /// Fetched bytes handed to a decoder, each byte of each request once
+    /// (a page several slices read counts once).
+    pub bytes_used: u64,
+    /// Fetched bytes no decoder was handed: staged bytes released untaken
+    /// (pruned row groups and files, untaken slices, shed read-ahead, failed
+    /// fetches), and the gap bytes of merged requests, ahead or on demand.
     pub bytes_wasted: u64,
     /// Fetches the process-wide limit had no room for (read-ahead waited).
     pub governor_waits: u64,

@@ -9,7 +9,8 @@ use super::layout::FileLayout;
 use super::protocol::{Action, FetchId, FileId, Part, ReadPlan, starts_past_the_end};
 use super::scan::ScanCore;
 use super::state::{
-    Direction, PieceKey, PlanTrust, PoolState, Prediction, SlicePlans, StagedPiece,
+    Direction, FetchOrigin, PieceKey, PlanTrust, PoolState, Prediction, SlicePlans, StagedPiece,
+    Taken,
 };
 use crate::config::PrefetchPolicy;
 
@@ -41,15 +42,18 @@ impl ScanCore {
                 Some(key) => {
                     let piece = self.staged.get_mut(&key).expect("key from staged");
                     let len = range.end - range.start;
-                    piece.taken += len;
+                    let offset = range.start - piece.range.start;
+                    let newly = piece.taken.add(offset..offset + len);
+                    let (fetch, index) = (piece.fetch, piece.index);
+                    self.use_bytes(fetch, newly);
                     self.stats.bytes_served_from_prefetch += len;
-                    if let Some(fetch) = self.live_fetches.get_mut(&piece.fetch) {
-                        fetch.served = true;
+                    if let Some(live) = self.live_fetches.get_mut(&fetch) {
+                        live.served = true;
                     }
                     plan.parts.push(Part::Staged {
-                        id: piece.fetch,
-                        index: piece.index,
-                        offset: range.start - piece.range.start,
+                        id: fetch,
+                        index,
+                        offset,
                         len,
                     });
                 }
@@ -68,8 +72,19 @@ impl ScanCore {
         match self.config.policy {
             // Batched only widens a request that is being made anyway.
             PrefetchPolicy::Batched if !plan.demand.is_empty() => {
-                let candidates = self.row_groups_ahead(file);
+                // Never a byte the read itself demands (a corrupt footer's
+                // overlapping chunks): it would be fetched once, counted twice.
+                let mut candidates = self.row_groups_ahead(file);
+                candidates.retain(|c| {
+                    !plan
+                        .demand
+                        .iter()
+                        .any(|d| d.start < c.range.end && c.range.start < d.end)
+                });
                 if let Some(admitted) = self.admit(candidates, true).pop() {
+                    if let Some(live) = self.live_fetches.get_mut(&admitted.id) {
+                        live.origin = FetchOrigin::Widened;
+                    }
                     plan.widened = Some((admitted.id, admitted.ranges));
                 }
             }
@@ -84,15 +99,30 @@ impl ScanCore {
             asked.extend(widened.iter().cloned());
         }
         plan.refused = starts_past_the_end(self.files[file].size, &asked);
-        if plan.refused.is_none()
-            && !asked.is_empty()
-            && self.config.plan_demand_requests
-            && self.auto_remote()
-        {
-            plan.demand_requests = self.request_plan(&asked);
+        if plan.refused.is_none() && !asked.is_empty() {
+            self.count_demand(&mut plan, &asked);
         }
         actions.insert(0, Action::Serve(plan));
         actions
+    }
+
+    /// Plan the store requests of a demand read (`asked`: the demand, then
+    /// any widened ranges) when the scan owns its demand reads, and count
+    /// them: the demanded bytes are handed to the decoder, the bytes the
+    /// requests read between ranges are waste. Otherwise the wrapped reader
+    /// asks for each range as it is.
+    fn count_demand(&mut self, plan: &mut ReadPlan, asked: &[Range<u64>]) {
+        let demanded = &plan.demand;
+        if self.config.owns_demand_reads {
+            let requests = self.fetch_plan(asked);
+            self.stats.bytes_requested += requests.bytes();
+            self.stats.bytes_wasted += requests.bytes() - covered(asked);
+            self.stats.bytes_used += covered(demanded);
+            plan.demand_requests = Some(requests);
+        } else {
+            self.stats.bytes_requested += asked.iter().map(|r| r.end - r.start).sum::<u64>();
+            self.stats.bytes_used += demanded.iter().map(|r| r.end - r.start).sum::<u64>();
+        }
     }
 
     /// Count the file's granularity once, and the bytes read at it.
@@ -221,7 +251,7 @@ impl ScanCore {
                 index: kept.len(),
                 range: range.clone(),
                 // The demand read that stages it also serves it.
-                taken: len,
+                taken: Taken::whole(len),
                 partition,
                 row_group,
                 column,
@@ -230,6 +260,7 @@ impl ScanCore {
             self.stage(file, piece);
             if let Some(fetch) = self.live_fetches.get_mut(&id) {
                 fetch.served = true;
+                fetch.origin = FetchOrigin::Retained;
             }
             self.stats.bytes_served_from_prefetch += len;
             kept.push(position);
@@ -314,4 +345,20 @@ impl ScanCore {
         actions.extend(self.pump());
         actions
     }
+}
+
+/// Bytes `ranges` cover, each byte once.
+fn covered(ranges: &[Range<u64>]) -> u64 {
+    let mut sorted = ranges.to_vec();
+    sorted.sort_by_key(|r| r.start);
+    let mut bytes = 0;
+    let mut end = 0;
+    for r in sorted {
+        let start = r.start.max(end);
+        if r.end > start {
+            bytes += r.end - start;
+        }
+        end = end.max(r.end);
+    }
+    bytes
 }

@@ -11,7 +11,7 @@ use super::protocol::{Action, CoreConfig, CoreStats, Event, FetchId, FileId, Par
 use super::slices::SlicePlan;
 use super::state::{
     AutoState, FileOrder, FileState, LiveFetch, OpenedAhead, PieceKey, PlanTrust, PoolState,
-    Progress, SlicePlans, StagedPiece,
+    Progress, SlicePlans, StagedPiece, Unsent,
 };
 use crate::config::PrefetchPolicy;
 
@@ -53,6 +53,8 @@ pub(crate) struct ScanCore {
     pub(super) oversized: BTreeSet<PieceKey>,
     pub(super) slice_plans: SlicePlans,
     pub(super) live_fetches: BTreeMap<FetchId, LiveFetch>,
+    /// Background fetches admitted whose requests have not gone out yet.
+    pub(super) unsent: BTreeMap<FetchId, Unsent>,
     pub(super) partition_staged: BTreeMap<PartitionId, u64>,
     pub(super) next_fetch: u64,
     pub(super) pool: PoolState,
@@ -84,6 +86,7 @@ impl ScanCore {
             oversized: BTreeSet::new(),
             slice_plans: SlicePlans::default(),
             live_fetches: BTreeMap::new(),
+            unsent: BTreeMap::new(),
             partition_staged: BTreeMap::new(),
             next_fetch: 0,
             pool: PoolState::default(),
@@ -165,6 +168,14 @@ impl ScanCore {
                 vec![]
             }
             Event::FetchFailed { id } => self.on_fetch_failed(id),
+            Event::FetchSent { id } => {
+                self.on_fetch_sent(id);
+                vec![]
+            }
+            Event::FallbackRead { id, bytes } => {
+                self.on_fallback_read(id, bytes);
+                vec![]
+            }
             Event::PoolRefused { id } => {
                 self.on_pool_refused(id);
                 vec![]
@@ -256,6 +267,12 @@ impl ScanCore {
     /// what sibling scans measured) before a file's granularity is decided.
     pub(crate) fn wants_probe(&self) -> bool {
         self.auto.as_ref().is_some_and(|a| !a.tuner.has_measured())
+    }
+
+    /// Whether the driver sends demand reads to the store itself
+    /// ([`CoreConfig::owns_demand_reads`]).
+    pub(crate) fn owns_demand_reads(&self) -> bool {
+        self.config.owns_demand_reads
     }
 
     /// `auto` on a store it measured local: decoders read exactly as without

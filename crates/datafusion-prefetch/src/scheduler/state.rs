@@ -250,8 +250,8 @@ pub(super) struct StagedPiece {
     pub index: usize,
     /// Where the bytes lie in the file.
     pub range: Range<u64>,
-    /// Bytes of it the decoder has taken.
-    pub taken: u64,
+    /// The parts of it the decoder has taken, each byte once.
+    pub taken: Taken,
     /// The partition whose window pays for it.
     pub partition: PartitionId,
     /// Its row group.
@@ -268,7 +268,46 @@ impl StagedPiece {
     }
 
     pub(super) fn fully_taken(&self) -> bool {
-        self.taken >= self.len()
+        self.taken.bytes() >= self.len()
+    }
+}
+
+/// Byte ranges taken from a piece, relative to its start: sorted, disjoint,
+/// so a byte the decoder takes twice (a dictionary page several slices read)
+/// counts once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Taken(Vec<Range<u64>>);
+
+impl Taken {
+    /// All `len` bytes taken.
+    pub(super) fn whole(len: u64) -> Self {
+        Self((len > 0).then_some(0..len).into_iter().collect())
+    }
+
+    /// Note `range` taken; how many of its bytes were not taken before.
+    pub(super) fn add(&mut self, range: Range<u64>) -> u64 {
+        if range.is_empty() {
+            return 0;
+        }
+        let before = self.bytes();
+        let mut merged = range;
+        let mut kept = Vec::with_capacity(self.0.len() + 1);
+        for r in self.0.drain(..) {
+            if r.end < merged.start || merged.end < r.start {
+                kept.push(r);
+            } else {
+                merged = merged.start.min(r.start)..merged.end.max(r.end);
+            }
+        }
+        kept.push(merged);
+        kept.sort_by_key(|r| r.start);
+        self.0 = kept;
+        self.bytes() - before
+    }
+
+    /// Bytes taken.
+    pub(super) fn bytes(&self) -> u64 {
+        self.0.iter().map(|r| r.end - r.start).sum()
     }
 }
 
@@ -309,6 +348,37 @@ pub(super) struct LiveFetch {
     pub split: u64,
     /// Bytes its requests read between its ranges (counted as waste).
     pub gap: u64,
+    /// How its bytes come.
+    pub origin: FetchOrigin,
+}
+
+/// A background fetch whose requests have not gone out yet: what it will
+/// have requested, used and wasted once the driver reports it sent
+/// ([`Event::FetchSent`](super::Event::FetchSent)). A fetch stopped before
+/// it was sent requested nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Unsent {
+    /// Bytes of its requests, gaps included.
+    pub requested: u64,
+    /// Bytes its requests read between its ranges.
+    pub gap: u64,
+    /// Bytes of its pieces handed to a decoder meanwhile.
+    pub taken: u64,
+    /// Bytes of its pieces released untaken meanwhile.
+    pub wasted: u64,
+}
+
+/// How a fetch's bytes come from the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) enum FetchOrigin {
+    /// Requests of its own, in the background.
+    #[default]
+    Ahead,
+    /// `batched`: ranges added to a demand read.
+    Widened,
+    /// `streaming`: demanded pages kept for later slices (already handed to
+    /// the decoder by the demand read).
+    Retained,
 }
 
 /// Whether `auto` treats its store as remote for the rest of the scan.

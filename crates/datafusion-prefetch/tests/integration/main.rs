@@ -2,6 +2,7 @@
 //! and over the real wire against an S3-compatible server (`s3_wire`).
 //! One test binary, so DataFusion is linked once.
 
+mod accounting;
 mod auto;
 mod bad_input;
 mod concurrency;

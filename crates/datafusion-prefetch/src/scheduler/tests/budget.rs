@@ -56,7 +56,11 @@ proptest! {
         let order = vec![vec![0, 1, 2], vec![3, 4, 5], vec![0, 1, 2, 3, 4, 5]];
         let mut core = ScanCore::new(config(policy, window, budget), 6, order);
         let mut live: Vec<FetchId> = vec![];
+        // The fetches of the last answer: the pool refuses a fetch in the
+        // answer that admits it, before it is sent.
+        let mut last: Vec<FetchId> = vec![];
         for event in events {
+            let mut refusable = std::mem::take(&mut last);
             let actions = match event {
                 Step::Start(p) => core.partition_started(p),
                 Step::Open(f, p) => core.reader_opened(f, p),
@@ -76,6 +80,7 @@ proptest! {
                     prop_assert_eq!(plan.parts.len(), ranges.len());
                     if let Some((id, _)) = plan.widened {
                         live.push(id);
+                        last.push(id);
                     }
                     plan.actions
                 }
@@ -84,15 +89,18 @@ proptest! {
                     None => vec![],
                 },
                 Step::RefuseFirst => {
-                    if let Some(id) = live.pop() {
+                    if let Some(id) = refusable.pop() {
+                        live.retain(|l| *l != id);
                         core.pool_refused(id);
                     }
+                    last = refusable;
                     vec![]
                 }
             };
             for action in &actions {
                 if let Action::Fetch { id, .. } = action {
                     live.push(*id);
+                    last.push(*id);
                 }
             }
             let stats = core.stats();
@@ -106,5 +114,6 @@ proptest! {
         prop_assert_eq!(core.stats().staged_bytes, 0);
         let stats = core.stats();
         prop_assert!(stats.bytes_wasted <= stats.bytes_fetched_ahead);
+        prop_assert_eq!(stats.bytes_requested, stats.bytes_used + stats.bytes_wasted);
     }
 }

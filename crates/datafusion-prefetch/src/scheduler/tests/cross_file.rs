@@ -229,4 +229,9 @@ fn eager_reads_of_a_pruned_file_and_skipped_row_groups_are_waste() {
         stats.bytes_served_from_prefetch,
         "every byte fetched ahead was either served or wasted: {stats:?}"
     );
+    assert_eq!(
+        stats.bytes_requested,
+        stats.bytes_used + stats.bytes_wasted,
+        "{stats:?}"
+    );
 }

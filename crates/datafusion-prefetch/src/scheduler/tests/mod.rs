@@ -8,6 +8,7 @@ mod cross_file;
 mod governor;
 mod row_groups;
 mod streaming;
+mod waste;
 
 use std::ops::{Deref, Range};
 use std::sync::Arc;
@@ -38,6 +39,8 @@ pub(super) trait Drive {
     fn observe_request(&mut self, bytes: u64, took: Duration);
     fn adopt_store_measurements(&mut self, measured: &AutoTuner);
     fn shutdown(&mut self) -> Vec<Action>;
+    /// The fetches admitted so far went out ([`send_admitted`]).
+    fn sent(&mut self);
 }
 
 /// The answer to a read: the plan ([`Action::Serve`]) and what followed it.
@@ -55,41 +58,60 @@ impl Deref for Read {
     }
 }
 
+/// Report every fetch admitted so far as sent, as the driver does when its
+/// task starts — after any refusal of the answer that admitted it.
+pub(super) fn send_admitted(core: &mut ScanCore) {
+    let unsent: Vec<FetchId> = core.unsent.keys().copied().collect();
+    for id in unsent {
+        assert!(core.handle(Event::FetchSent { id }).is_empty());
+    }
+}
+
+/// Handle `event` as the driver would: the fetches of earlier answers have
+/// gone out by now.
+pub(super) fn act(core: &mut ScanCore, event: Event) -> Vec<Action> {
+    send_admitted(core);
+    core.handle(event)
+}
+
 impl Drive for ScanCore {
     fn partition_started(&mut self, partition: PartitionId) -> Vec<Action> {
-        self.handle(Event::PartitionStarted { partition })
+        act(self, Event::PartitionStarted { partition })
     }
 
     fn reader_opened(&mut self, file: FileId, partition: PartitionId) -> Vec<Action> {
-        self.handle(Event::ReaderOpened { file, partition })
+        act(self, Event::ReaderOpened { file, partition })
     }
 
     fn reader_closed(&mut self, file: FileId) -> Vec<Action> {
-        self.handle(Event::ReaderClosed { file })
+        act(self, Event::ReaderClosed { file })
     }
 
     fn metadata_known(&mut self, file: FileId, layout: Arc<FileLayout>) -> Vec<Action> {
-        self.handle(Event::FooterKnown { file, layout })
+        act(self, Event::FooterKnown { file, layout })
     }
 
     fn slices_for_reading(&mut self, file: FileId) -> (Option<Arc<SlicePlan>>, Vec<Action>) {
-        let actions = self.handle(Event::DecodersStarting { file });
+        let actions = act(self, Event::DecodersStarting { file });
         (self.slice_plan(file), actions)
     }
 
     fn slice_started(&mut self, file: FileId, slice: usize) -> Vec<Action> {
-        self.handle(Event::SliceStarted { file, slice })
+        act(self, Event::SliceStarted { file, slice })
     }
 
     fn read_started(&mut self, file: FileId, at: Duration) {
-        assert!(self.handle(Event::ReadStarted { file, at }).is_empty());
+        assert!(act(self, Event::ReadStarted { file, at }).is_empty());
     }
 
     fn plan_read(&mut self, file: FileId, ranges: &[Range<u64>]) -> Read {
-        let mut actions = self.handle(Event::ReadAsked {
-            file,
-            ranges: ranges.to_vec(),
-        });
+        let mut actions = act(
+            self,
+            Event::ReadAsked {
+                file,
+                ranges: ranges.to_vec(),
+            },
+        );
         let Action::Serve(plan) = actions.remove(0) else {
             panic!("a read is answered with Serve first: {actions:?}");
         };
@@ -101,31 +123,33 @@ impl Drive for ScanCore {
     }
 
     fn read_finished(&mut self, file: FileId, bytes: u64, at: Duration) {
-        assert!(
-            self.handle(Event::ReadFinished { file, bytes, at })
-                .is_empty()
-        );
+        assert!(act(self, Event::ReadFinished { file, bytes, at }).is_empty());
     }
 
     fn fetch_failed(&mut self, id: FetchId) -> Vec<Action> {
-        self.handle(Event::FetchFailed { id })
+        act(self, Event::FetchFailed { id })
     }
 
     fn pool_refused(&mut self, id: FetchId) {
+        // In the answer that admitted it: before it is sent.
         assert!(self.handle(Event::PoolRefused { id }).is_empty());
     }
 
     fn observe_request(&mut self, bytes: u64, took: Duration) {
-        assert!(self.handle(Event::RequestTimed { bytes, took }).is_empty());
+        assert!(act(self, Event::RequestTimed { bytes, took }).is_empty());
     }
 
     fn adopt_store_measurements(&mut self, measured: &AutoTuner) {
         let measured = measured.clone();
-        assert!(self.handle(Event::StoreMeasured { measured }).is_empty());
+        assert!(act(self, Event::StoreMeasured { measured }).is_empty());
     }
 
     fn shutdown(&mut self) -> Vec<Action> {
-        self.handle(Event::ScanEnded)
+        act(self, Event::ScanEnded)
+    }
+
+    fn sent(&mut self) {
+        send_admitted(self);
     }
 }
 
@@ -188,7 +212,7 @@ pub(super) fn config(policy: PrefetchPolicy, window: u64, budget: u64) -> CoreCo
         eager_first_read_cap: 16 * MIB,
         slice_target_bytes: CoreConfig::default_slice_target(window, budget),
         slice_min_column_bytes: 0,
-        plan_demand_requests: false,
+        owns_demand_reads: false,
     }
 }
 
