@@ -166,9 +166,9 @@ impl Report {
     }
 
     /// Mark every measurement against the reference of its query, by default
-    /// the first `off` run of its query (by
-    /// row count alone where [`Self::rows_only`]), and check the budget;
-    /// print and return whether everything held.
+    /// the first `off` run of its query (by row count alone where
+    /// [`Self::rows_only`]); check the budget, and that every byte the scans
+    /// fetched was used or wasted; print and return whether everything held.
     pub fn check_results(&mut self) -> bool {
         let mut reference = self.reference.clone();
         for m in self.measurements.iter().filter(|m| m.policy == "off") {
@@ -197,6 +197,15 @@ impl Report {
                     m.checksum,
                     expected.0,
                     expected.1
+                );
+            }
+            if m.bytes_wasted > m.scan_bytes_fetched
+                || m.scan_bytes_fetched - m.bytes_wasted != m.bytes_used
+            {
+                ok = false;
+                eprintln!(
+                    "WASTE DOES NOT BALANCE {} {} {}: fetched {} - wasted {} != used {}",
+                    m.suite, m.query, m.policy, m.scan_bytes_fetched, m.bytes_wasted, m.bytes_used
                 );
             }
             if m.peak_staged_bytes > self.budget {
@@ -232,10 +241,11 @@ impl Report {
 
     /// The floor no policy can beat for `query`, a lower bound on its wall
     /// time: the largest of the time to decode it with every file already in
-    /// memory (the best policy of the run's decode-only runs), its chain of
-    /// dependent round trips (per scan, × the scans in its plan) at the least
-    /// latency the store's model draws, and its bytes over the aggregate
-    /// bandwidth.
+    /// memory (the best policy of the run's decode-only runs) plus the one
+    /// round trip before its first byte lands, its chain of dependent round
+    /// trips (per scan, × the scans in its plan), and its bytes over the
+    /// aggregate bandwidth; round trips at the least latency the store's
+    /// model draws.
     fn floor_ms(&self, query: &str) -> f64 {
         let bytes = self.median_of(query, "off", |m| m.bytes_fetched as f64);
         // A query answered from statistics alone scans nothing: no round trip.
@@ -250,6 +260,12 @@ impl Report {
         };
         let round_trip_ms = self.least_latency.as_secs_f64() * 1e3;
         let chain_ms = scans * self.suite.dependent_round_trips as f64 * round_trip_ms;
+        // Decoding starts when the first bytes have landed.
+        let first_byte_ms = if bytes > 0.0 && scans > 0.0 {
+            round_trip_ms
+        } else {
+            0.0
+        };
         // Without latency the run itself is the floor: its fastest policy.
         let decode_ms = self.no_latency_ms.get(query).copied().unwrap_or_else(|| {
             self.policies()
@@ -257,7 +273,7 @@ impl Report {
                 .map(|p| self.median_of(query, p, |m| m.wall_ms))
                 .fold(f64::INFINITY, f64::min)
         });
-        decode_ms.max(chain_ms).max(transfer_ms)
+        (first_byte_ms + decode_ms).max(chain_ms).max(transfer_ms)
     }
 
     /// Every query and policy whose median wall time is below its floor:

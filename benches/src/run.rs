@@ -82,7 +82,14 @@ pub struct Measurement {
     /// to produce rows), measured the same way for every policy.
     pub scan_ttfb_ms: f64,
     pub requests: u64,
+    /// Bytes the store served (data, footers and page indexes).
     pub bytes_fetched: u64,
+    /// The scans' own count of the data they fetched (`prefetch_bytes_fetched`;
+    /// 0 under `off`, which reads as stock DataFusion does).
+    pub scan_bytes_fetched: u64,
+    /// Of those, bytes handed to a decoder.
+    pub bytes_used: u64,
+    /// Of those, bytes no decoder was handed.
     pub bytes_wasted: u64,
     pub peak_staged_bytes: u64,
     /// Parquet scans in the query's plan.
@@ -217,6 +224,8 @@ pub async fn measure(
             * 1e3,
         requests: store_stats.get_requests(),
         bytes_fetched: store_stats.bytes_transferred(),
+        scan_bytes_fetched: sources.iter().map(|s| s.bytes_fetched()).sum(),
+        bytes_used: sources.iter().map(|s| s.bytes_used()).sum(),
         bytes_wasted: sources.iter().map(|s| s.bytes_wasted()).sum(),
         peak_staged_bytes: sources
             .iter()
