@@ -206,6 +206,19 @@ impl ScanMetrics {
         self.stats.bytes_fetched.fetch_add(bytes, Ordering::SeqCst);
     }
 
+    /// A read the scheduler does not see (`auto` reading as stock on a
+    /// local store) asked for `bytes`: handed to the decoder, or (it failed)
+    /// wasted — so that `bytes_fetched - bytes_wasted == bytes_used` holds
+    /// for these reads too.
+    pub(crate) fn unplanned_read(&self, bytes: u64, handed: bool) {
+        let (count, atomic) = match handed {
+            true => (&self.bytes_used, &self.stats.bytes_used),
+            false => (&self.bytes_wasted, &self.stats.bytes_wasted),
+        };
+        count.add(bytes as usize);
+        atomic.fetch_add(bytes, Ordering::SeqCst);
+    }
+
     /// The requests of `plan` were issued, one store GET each.
     pub(crate) fn planned_requests(&self, plan: &RequestPlan) {
         for request in &plan.requests {

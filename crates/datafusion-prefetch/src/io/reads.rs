@@ -101,7 +101,7 @@ impl ScanDriver {
             return self.read_like_off(file, reader, ranges).await;
         }
         if let Some(scanned) = bytes_scanned {
-            scanned.add(ranges.iter().map(|r| (r.end - r.start) as usize).sum());
+            scanned.add(total(&ranges) as usize);
         }
         let started = Instant::now();
         let at = self.started.elapsed();
@@ -297,7 +297,9 @@ impl ScanDriver {
         let bytes = ranges.iter().map(|r| r.end - r.start).max().unwrap_or(0);
         self.metrics.request(total(&ranges));
         let asked = Instant::now();
-        match self.demand(reader.get_byte_ranges(ranges.clone())).await {
+        let read = self.demand(reader.get_byte_ranges(ranges.clone())).await;
+        self.metrics.unplanned_read(total(&ranges), read.is_ok());
+        match read {
             Ok(fetched) => {
                 let took = asked.elapsed();
                 self.report(Event::RequestTimed { bytes, took });

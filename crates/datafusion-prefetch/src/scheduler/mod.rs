@@ -28,6 +28,7 @@
 //! - `scan.rs`: [`ScanCore`], its dispatch and its read-only views;
 //! - `state.rs`: per-file and per-piece state, as enums naming the states;
 //! - `admission.rs`: the budget rule — staging, admission, release;
+//! - `accounting.rs`: every requested byte used or wasted, once;
 //! - `candidates.rs`: what is worth fetching ahead, in decode order;
 //! - `opening.rs`: streams, readers and footers coming and going;
 //! - `reads.rs`: answering a decoder's read;
@@ -35,6 +36,7 @@
 //! - `auto.rs` (the measurement model), `layout.rs`, `slices.rs` and
 //!   `requests.rs` (plain-data planners the scheduler uses).
 
+mod accounting;
 mod admission;
 mod auto;
 mod candidates;

@@ -111,3 +111,34 @@ async fn fetched_bytes_are_the_stores_data_gets_and_each_is_used_or_wasted() {
         }
     }
 }
+
+/// `auto` on a store it measured local reads as stock DataFusion does, past
+/// the scheduler: those reads are counted as used all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_as_stock_under_auto_are_counted_as_used() {
+    let files: Vec<Bytes> = (0..3)
+        .map(|i| parquet_file_with(i * 20_000, 20_000, 5_000, |props| props))
+        .collect();
+    let fx = fixture(
+        files,
+        FixtureOptions {
+            latency: Duration::ZERO,
+            ..Default::default()
+        },
+    )
+    .await;
+    fx.set("policy", "auto").await;
+    let (_, stats) = fx.run("SELECT sum(payload), count(*) FROM t").await;
+    let (fetched, wasted, used) = (
+        sum(&stats, PrefetchStats::bytes_fetched),
+        sum(&stats, PrefetchStats::bytes_wasted),
+        sum(&stats, PrefetchStats::bytes_used),
+    );
+    assert_eq!(
+        sum(&stats, PrefetchStats::bytes_fetched_ahead),
+        0,
+        "as stock"
+    );
+    assert!(used > 0);
+    assert_eq!(fetched - wasted, used);
+}
