@@ -22,7 +22,6 @@ use datafusion_prefetch::{ByteSize, PrefetchGovernor, PrefetchOptions, enable_pr
 use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig};
 use datafusion_prefetch_testdata::{Numbers, SplitMix64, checksum};
 use object_store::ObjectStore;
-use object_store::local::LocalFileSystem;
 use serde::Serialize;
 use url::Url;
 
@@ -141,8 +140,8 @@ async fn context(suite: &Suite, policy: &str, config: &ConcurrentConfig) -> Resu
         .with_default_features()
         .build();
     let ctx = SessionContext::new_with_state(enable_prefetch(state));
-    let local = LocalFileSystem::new_with_prefix(&suite.data_dir)?;
-    let store: Arc<dyn ObjectStore> = Arc::new(SimulatedStore::new(local, config.store));
+    let files = crate::run::preload(&suite.data_dir).await?;
+    let store: Arc<dyn ObjectStore> = Arc::new(SimulatedStore::new(files, config.store));
     ctx.register_object_store(&Url::parse("sim://bench").expect("valid url"), store);
     for table in &suite.tables {
         ctx.register_parquet(
