@@ -1,5 +1,5 @@
 //! Integration tests of datafusion-prefetch against a simulated object store,
-//! and over the real wire against an S3-compatible server (`s3_wire`).
+//! and over the real wire against S3, GCS, Azure Blob and HTTP servers (`wire`).
 //! One test binary, so DataFusion is linked once.
 
 mod accounting;
@@ -15,8 +15,8 @@ mod governor;
 mod mechanism;
 mod memory_pressure;
 mod pools;
-mod s3_wire;
 mod sql;
 mod streaming;
 mod support;
 mod timeline;
+mod wire;
