@@ -124,6 +124,11 @@ struct Args {
     /// `<dir>/<query>_<policy>_<iteration>.tsv`.
     #[arg(long)]
     request_log: Option<PathBuf>,
+    /// Serve the measured runs' files from disk through `LocalFileSystem`
+    /// rather than from memory (how this binary measured before 2026-12-02;
+    /// the floor runs read from memory either way).
+    #[arg(long)]
+    from_disk: bool,
     /// Write the summary tables as markdown.
     #[arg(long)]
     markdown: Option<PathBuf>,
@@ -409,9 +414,15 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
     // what a network store costs the client (little CPU), not what reading
     // a local disk through object_store's 8 KiB chunks costs. Ballista's
     // executors read through stores of their own.
-    if cluster.is_none() {
-        eprintln!("preloading {} into memory", suite.data_dir.display());
-        config.in_memory = Some(run::preload(&suite.data_dir).await?);
+    let in_memory = match cluster {
+        None => {
+            eprintln!("preloading {} into memory", suite.data_dir.display());
+            Some(run::preload(&suite.data_dir).await?)
+        }
+        Some(_) => None,
+    };
+    if !args.from_disk {
+        config.in_memory = in_memory.clone();
     }
     // Ballista's executors keep their store's latency: no floor runs there.
     let with_floor = !matches!(store.latency, LatencyModel::None) && cluster.is_none();
@@ -452,6 +463,7 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
             store: SimulatedStoreConfig::none(),
             latency_label: "none".into(),
             request_log: None,
+            in_memory,
             ..config.clone()
         };
         for query in &suite.queries {
