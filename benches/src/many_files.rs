@@ -13,18 +13,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use datafusion::common::{DataFusionError, Result};
-use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig};
 use datafusion_prefetch::prefetching_context;
 use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig};
 use datafusion_prefetch_testdata::{Numbers, canonical_lines, checksum};
-use futures::StreamExt;
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
 use serde::Serialize;
 use url::Url;
 
 use crate::datagen::{parallel, write_id_payload};
+use crate::run::{Executed, execute_timed};
 
 /// The query every size and policy runs.
 const SQL: &str = "SELECT count(*), sum(payload) FROM t";
@@ -174,18 +173,11 @@ async fn measure(
     let planned = started.elapsed();
     let plan_requests = stats.get_requests();
 
-    let executing = Instant::now();
-    let mut stream = execute_stream(plan, ctx.task_ctx())?;
-    let mut batches = vec![];
-    let mut ttfb = None;
-    while let Some(batch) = stream.next().await {
-        let batch = batch?;
-        if ttfb.is_none() && batch.num_rows() > 0 {
-            ttfb = Some(executing.elapsed());
-        }
-        batches.push(batch);
-    }
-    let executed = executing.elapsed();
+    let Executed {
+        batches,
+        ttfb,
+        wall: executed,
+    } = execute_timed(plan, &ctx).await?;
     let (rows, checksum) = checksum(&batches, Numbers::Exact)?;
     let answer = canonical_lines(&batches, Numbers::Exact)?
         .join(";")

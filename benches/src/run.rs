@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use datafusion::arrow::array::RecordBatch;
 use datafusion::common::Result;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::physical_plan::{ExecutionPlan, execute_stream};
@@ -190,18 +191,11 @@ pub async fn measure(
     let (plan, first_scan_batch) = crate::first_batch::observe_scans(plan)?;
 
     let started = Instant::now();
-    let mut stream = execute_stream(plan, ctx.task_ctx())?;
-    let mut batches = vec![];
-    let mut ttfb = None;
-    while let Some(batch) = stream.next().await {
-        let batch = batch?;
-        if ttfb.is_none() && batch.num_rows() > 0 {
-            ttfb = Some(started.elapsed());
-        }
-        batches.push(batch);
-    }
-    let wall = started.elapsed();
-    drop(stream);
+    let Executed {
+        batches,
+        ttfb,
+        wall,
+    } = execute_timed(plan, &ctx).await?;
     if let Some(dir) = &config.request_log {
         let name = format!("{}_{}_{}.tsv", query.name, policy, iteration);
         write_request_log(&dir.join(name), &store_stats, started)?;
@@ -237,6 +231,35 @@ pub async fn measure(
         rows,
         checksum,
         matches_off: true,
+    })
+}
+
+/// A plan run to its end, timed.
+pub struct Executed {
+    pub batches: Vec<RecordBatch>,
+    /// To the first batch with rows (`None`: there was none).
+    pub ttfb: Option<Duration>,
+    /// To the last batch.
+    pub wall: Duration,
+}
+
+/// Execute `plan` to its end, timing its first batch with rows and its last.
+pub async fn execute_timed(plan: Arc<dyn ExecutionPlan>, ctx: &SessionContext) -> Result<Executed> {
+    let started = Instant::now();
+    let mut stream = execute_stream(plan, ctx.task_ctx())?;
+    let mut batches = vec![];
+    let mut ttfb = None;
+    while let Some(batch) = stream.next().await {
+        let batch = batch?;
+        if ttfb.is_none() && batch.num_rows() > 0 {
+            ttfb = Some(started.elapsed());
+        }
+        batches.push(batch);
+    }
+    Ok(Executed {
+        batches,
+        ttfb,
+        wall: started.elapsed(),
     })
 }
 

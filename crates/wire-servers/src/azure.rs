@@ -27,7 +27,6 @@
 //! `<Blob>` / `<BlobPrefix>`; DELETE `202`. object_store has no call that
 //! creates a container: [`AzureServer`] creates them at start.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -36,7 +35,7 @@ use std::time::Duration;
 use object_store::ClientOptions;
 use object_store::azure::MicrosoftAzureBuilder;
 
-use crate::{Install, Root, ServerProcess, clear_env, http_request, port_after};
+use crate::{Install, Root, Running, ServerProcess, clear_env, http_request, port_after};
 
 /// The Azurite release `install-azure.sh` installs.
 pub const AZURITE_VERSION: &str = "3.35.0";
@@ -78,21 +77,9 @@ fn announce(line: &str) -> Option<u16> {
 }
 
 /// A running Azurite blob service on `127.0.0.1`, killed when dropped.
+#[derive(Debug)]
 pub struct AzureServer {
-    process: ServerProcess,
-    addr: SocketAddr,
-    root: Root,
-    binary: PathBuf,
-}
-
-impl std::fmt::Debug for AzureServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AzureServer")
-            .field("addr", &self.addr)
-            .field("root", &self.root.path())
-            .field("binary", &self.binary)
-            .finish()
-    }
+    running: Running,
 }
 
 impl AzureServer {
@@ -124,10 +111,7 @@ impl AzureServer {
         let what = format!("Azurite ({})", binary.display());
         let (process, addr) = ServerProcess::start(what, command, announce)?;
         let server = Self {
-            process,
-            addr,
-            root,
-            binary,
+            running: Running::new(process, addr, root, binary),
         };
         for container in containers {
             server.create_container(container)?;
@@ -137,22 +121,7 @@ impl AzureServer {
 
     /// `http://127.0.0.1:<port>/devstoreaccount1`: the account's blob endpoint.
     pub fn endpoint(&self) -> String {
-        format!("http://{}/{ACCOUNT}", self.addr)
-    }
-
-    /// The address the server listens on.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// The folder the server keeps its data in.
-    pub fn root(&self) -> &Path {
-        self.root.path()
-    }
-
-    /// The launcher that runs.
-    pub fn binary(&self) -> &Path {
-        &self.binary
+        format!("http://{}/{ACCOUNT}", self.running.addr())
     }
 
     /// object_store's Azure client for `container` on this server: the
@@ -179,27 +148,25 @@ impl AzureServer {
     /// Create a container now (`201`), or find it there (`409`).
     pub fn create_container(&self, container: &str) -> Result<(), String> {
         let path = format!("/{ACCOUNT}/{container}?restype=container&{CONTAINER_SAS}");
-        let (status, response) = http_request(self.addr, "PUT", &path, &[], b"")?;
+        let (status, response) = http_request(self.running.addr(), "PUT", &path, &[], b"")?;
         match status {
             201 | 409 => Ok(()),
             _ => Err(format!("creating container {container}: {response}")),
         }
     }
+}
 
-    /// The server's last lines of output.
-    pub fn recent_output(&self) -> String {
-        self.process.recent_output()
+impl std::ops::Deref for AzureServer {
+    type Target = Running;
+
+    fn deref(&self) -> &Running {
+        &self.running
     }
+}
 
-    /// Whether the process is still alive.
-    pub fn is_running(&mut self) -> bool {
-        self.process.is_running()
-    }
-
-    /// Kill the server at once (SIGKILL): open connections are reset and new
-    /// ones refused.
-    pub fn kill(&mut self) {
-        self.process.kill();
+impl std::ops::DerefMut for AzureServer {
+    fn deref_mut(&mut self) -> &mut Running {
+        &mut self.running
     }
 }
 

@@ -26,7 +26,6 @@
 //! - **No authentication**: any or no bearer token is accepted, so a
 //!   wrong-credentials test has no GCS counterpart here.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -34,7 +33,9 @@ use std::sync::OnceLock;
 use object_store::ClientOptions;
 use object_store::gcp::GoogleCloudStorageBuilder;
 
-use crate::{Install, Root, ServerProcess, free_port, http_request, percent_encode, port_after};
+use crate::{
+    Install, Root, Running, ServerProcess, free_port, http_request, percent_encode, port_after,
+};
 
 /// The fake-gcs-server release `install-gcs.sh` installs.
 pub const FAKE_GCS_SERVER_VERSION: &str = "1.54.0";
@@ -67,21 +68,9 @@ fn announce(line: &str) -> Option<u16> {
 /// Its root holds `storage/` (the filesystem backend: objects survive a
 /// restart on a kept root) and `seed/<bucket>/`, the empty folders it creates
 /// the buckets from at start.
+#[derive(Debug)]
 pub struct GcsServer {
-    process: ServerProcess,
-    addr: SocketAddr,
-    root: Root,
-    binary: PathBuf,
-}
-
-impl std::fmt::Debug for GcsServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GcsServer")
-            .field("addr", &self.addr)
-            .field("root", &self.root.path())
-            .field("binary", &self.binary)
-            .finish()
-    }
+    running: Running,
 }
 
 impl GcsServer {
@@ -132,10 +121,7 @@ impl GcsServer {
             match ServerProcess::start(what, command, announce) {
                 Ok((process, addr)) => {
                     return Ok(Self {
-                        process,
-                        addr,
-                        root,
-                        binary,
+                        running: Running::new(process, addr, root, binary),
                     });
                 }
                 Err(e) if e.contains("address already in use") => last_error = e,
@@ -147,22 +133,7 @@ impl GcsServer {
 
     /// `http://127.0.0.1:<port>`: the base URL of both the XML and the JSON API.
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// The address the server listens on.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// The folder the server keeps its data in.
-    pub fn root(&self) -> &Path {
-        self.root.path()
-    }
-
-    /// The binary that runs.
-    pub fn binary(&self) -> &Path {
-        &self.binary
+        format!("http://{}", self.running.addr())
     }
 
     /// A service-account key for object_store that turns OAuth off (no token
@@ -191,7 +162,7 @@ impl GcsServer {
     pub fn create_bucket(&self, bucket: &str) -> Result<(), String> {
         let body = format!(r#"{{"name": "{bucket}"}}"#);
         let (status, response) = http_request(
-            self.addr,
+            self.running.addr(),
             "POST",
             "/storage/v1/b",
             &[("Content-Type", "application/json")],
@@ -213,7 +184,7 @@ impl GcsServer {
             percent_encode(key)
         );
         let (status, response) = http_request(
-            self.addr,
+            self.running.addr(),
             "POST",
             &path,
             &[("Content-Type", "application/octet-stream")],
@@ -225,21 +196,19 @@ impl GcsServer {
             Err(format!("uploading gs://{bucket}/{key}: {response}"))
         }
     }
+}
 
-    /// The server's last lines of output.
-    pub fn recent_output(&self) -> String {
-        self.process.recent_output()
+impl std::ops::Deref for GcsServer {
+    type Target = Running;
+
+    fn deref(&self) -> &Running {
+        &self.running
     }
+}
 
-    /// Whether the process is still alive.
-    pub fn is_running(&mut self) -> bool {
-        self.process.is_running()
-    }
-
-    /// Kill the server at once (SIGKILL): open connections are reset and new
-    /// ones refused.
-    pub fn kill(&mut self) {
-        self.process.kill();
+impl std::ops::DerefMut for GcsServer {
+    fn deref_mut(&mut self) -> &mut Running {
+        &mut self.running
     }
 }
 

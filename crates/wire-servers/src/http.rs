@@ -33,7 +33,6 @@
 //! (`<folder>/t/file.parquet`), which is also what DataFusion expects of a
 //! store registered for `http://127.0.0.1:<port>`.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -41,7 +40,7 @@ use std::sync::OnceLock;
 use object_store::ClientOptions;
 use object_store::http::HttpBuilder;
 
-use crate::{Install, Root, ServerProcess, clear_env, port_after};
+use crate::{Install, Root, Running, ServerProcess, clear_env, port_after};
 
 /// The rclone release `install-http.sh` installs.
 pub const RCLONE_VERSION: &str = "1.75.2";
@@ -71,21 +70,9 @@ fn announce(line: &str) -> Option<u16> {
 }
 
 /// A running `rclone serve webdav` on `127.0.0.1`, killed when dropped.
+#[derive(Debug)]
 pub struct HttpServer {
-    process: ServerProcess,
-    addr: SocketAddr,
-    root: Root,
-    binary: PathBuf,
-}
-
-impl std::fmt::Debug for HttpServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpServer")
-            .field("addr", &self.addr)
-            .field("root", &self.root.path())
-            .field("binary", &self.binary)
-            .finish()
-    }
+    running: Running,
 }
 
 impl HttpServer {
@@ -123,38 +110,20 @@ impl HttpServer {
         let what = format!("rclone serve webdav ({})", binary.display());
         let (process, addr) = ServerProcess::start(what, command, announce)?;
         Ok(Self {
-            process,
-            addr,
-            root,
-            binary,
+            running: Running::new(process, addr, root, binary),
         })
     }
 
     /// `http://127.0.0.1:<port>`: the URL to build the store on and to
     /// register it for.
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("http://{}", self.running.addr())
     }
 
     /// `http://127.0.0.1:<port>/<folder>/`: a folder's URL, e.g. the root of a
     /// table's path (`{url}t/`).
     pub fn url(&self, folder: &str) -> String {
-        format!("http://{}/{folder}/", self.addr)
-    }
-
-    /// The address the server listens on.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// The folder served (`<root>/<folder>/<path>`).
-    pub fn root(&self) -> &Path {
-        self.root.path()
-    }
-
-    /// The binary that runs.
-    pub fn binary(&self) -> &Path {
-        &self.binary
+        format!("http://{}/{folder}/", self.running.addr())
     }
 
     /// object_store's HTTP client for this server: its root URL, plain HTTP
@@ -164,21 +133,19 @@ impl HttpServer {
             .with_url(self.endpoint())
             .with_client_options(ClientOptions::new().with_allow_http(true))
     }
+}
 
-    /// The server's last lines of output.
-    pub fn recent_output(&self) -> String {
-        self.process.recent_output()
+impl std::ops::Deref for HttpServer {
+    type Target = Running;
+
+    fn deref(&self) -> &Running {
+        &self.running
     }
+}
 
-    /// Whether the process is still alive.
-    pub fn is_running(&mut self) -> bool {
-        self.process.is_running()
-    }
-
-    /// Kill the server at once (SIGKILL): open connections are reset and new
-    /// ones refused.
-    pub fn kill(&mut self) {
-        self.process.kill();
+impl std::ops::DerefMut for HttpServer {
+    fn deref_mut(&mut self) -> &mut Running {
+        &mut self.running
     }
 }
 

@@ -198,6 +198,73 @@ pub(crate) fn clear_env(command: &mut Command, prefixes: &[&str]) {
     }
 }
 
+/// A server running on loopback: where it listens, the folder it serves
+/// and the binary that runs; killed when dropped. Each server's handle
+/// dereferences to it.
+pub struct Running {
+    process: ServerProcess,
+    addr: SocketAddr,
+    root: Root,
+    binary: PathBuf,
+}
+
+impl std::fmt::Debug for Running {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Running")
+            .field("addr", &self.addr)
+            .field("root", &self.root.path())
+            .field("binary", &self.binary)
+            .finish()
+    }
+}
+
+impl Running {
+    pub(crate) fn new(
+        process: ServerProcess,
+        addr: SocketAddr,
+        root: Root,
+        binary: PathBuf,
+    ) -> Self {
+        Self {
+            process,
+            addr,
+            root,
+            binary,
+        }
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The folder the server keeps its data in.
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+
+    /// The program that runs.
+    pub fn binary(&self) -> &Path {
+        &self.binary
+    }
+
+    /// The server's last lines of output.
+    pub fn recent_output(&self) -> String {
+        self.process.recent_output()
+    }
+
+    /// Whether the process is still alive.
+    pub fn is_running(&mut self) -> bool {
+        self.process.is_running()
+    }
+
+    /// Kill the server at once (SIGKILL): open connections are reset and new
+    /// ones refused.
+    pub fn kill(&mut self) {
+        self.process.kill();
+    }
+}
+
 /// A running server process: its output's last lines, killed when dropped.
 pub(crate) struct ServerProcess {
     child: Option<Child>,

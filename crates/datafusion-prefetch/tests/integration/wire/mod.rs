@@ -494,10 +494,9 @@ macro_rules! against {
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_server_killed_mid_scan_fails_the_query_and_leaves_nothing_staged() {
-                super::a_server_killed_mid_scan_fails_the_query_and_leaves_nothing_staged::<
-                                    $server,
-                                >()
-                                .await;
+                type Wire = $server;
+                super::a_server_killed_mid_scan_fails_the_query_and_leaves_nothing_staged::<Wire>()
+                    .await;
             }
         }
     };
