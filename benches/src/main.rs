@@ -156,6 +156,10 @@ struct Args {
     /// ballista: task slots per executor (default: the number of cores).
     #[arg(long)]
     executor_vcores: Option<usize>,
+    /// peers: `quick` (seven queries every engine runs) or `full` (all 22
+    /// TPC-H and 43 ClickBench queries).
+    #[arg(long, value_enum, default_value = "quick")]
+    race: peers::Race,
     /// peers: seconds one engine run may take before it is stopped.
     #[arg(long, default_value_t = 600)]
     peer_timeout: u64,
@@ -303,6 +307,7 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
             data_dir: args.data_dir.clone(),
             scale: args.scale,
             iterations: args.iterations,
+            race: args.race,
             queries: args.queries.clone(),
             store,
             latency_label: args.latency.clone(),

@@ -30,9 +30,13 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use serde::Serialize;
 use url::Url;
 
-use crate::clickbench;
 use crate::proxy::{LatencyProxy, ProxyConfig};
 use crate::suites::{self, ClickbenchCopy, SuiteOptions};
+
+mod queries;
+
+pub use queries::Race;
+use queries::{Compare, PeerQuery, peer_queries};
 
 const BUCKET: &str = "peers";
 
@@ -44,6 +48,9 @@ pub struct PeersConfig {
     pub s3_root: PathBuf,
     pub scale: f64,
     pub iterations: usize,
+    /// The queries: the quick set or the full race.
+    pub race: Race,
+    /// Only these of the race's queries (all when empty).
     pub queries: Vec<String>,
     pub store: SimulatedStoreConfig,
     pub latency_label: String,
@@ -54,82 +61,6 @@ pub struct PeersConfig {
     pub timeout: Duration,
     pub json: Option<PathBuf>,
     pub markdown: Option<PathBuf>,
-}
-
-/// A query every engine runs, on tables of one data suite.
-#[derive(Debug, Clone)]
-struct PeerQuery {
-    name: String,
-    /// The data suite its tables come from.
-    suite: &'static str,
-    tables: Vec<&'static str>,
-    /// For DataFusion, DuckDB and Polars; PyArrow runs a hand-written
-    /// equivalent (`peers.py`).
-    sql: String,
-}
-
-/// TPC-H Q1 with its date computed (`date '1998-12-01' - interval '90' day`,
-/// which not every engine's SQL accepts) and its averages over DOUBLE:
-/// DataFusion truncates an average of DECIMAL(15,2) to six places, where
-/// DuckDB and Polars return a float, so the results would differ in the
-/// fifth digit.
-const TPCH_Q1: &str = "SELECT l_returnflag, l_linestatus, sum(l_quantity) AS sum_qty, \
-    sum(l_extendedprice) AS sum_base_price, \
-    sum(l_extendedprice * (1 - l_discount)) AS sum_disc_price, \
-    sum(l_extendedprice * (1 - l_discount) * (1 + l_tax)) AS sum_charge, \
-    avg(CAST(l_quantity AS DOUBLE)) AS avg_qty, avg(CAST(l_extendedprice AS DOUBLE)) AS avg_price, \
-    avg(CAST(l_discount AS DOUBLE)) AS avg_disc, \
-    count(*) AS count_order \
-    FROM lineitem WHERE l_shipdate <= DATE '1998-09-02' \
-    GROUP BY l_returnflag, l_linestatus ORDER BY l_returnflag, l_linestatus";
-
-/// TPC-H Q6 with its bounds computed.
-const TPCH_Q6: &str = "SELECT sum(l_extendedprice * l_discount) AS revenue FROM lineitem \
-    WHERE l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01' \
-    AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24";
-
-/// ClickBench queries on the wide table: a filter, whole-column aggregates, a
-/// group-by and a string match.
-const HITS_QUERIES: [usize; 4] = [1, 2, 7, 20];
-
-fn peer_queries() -> Vec<PeerQuery> {
-    let mut queries = vec![
-        // Over DOUBLE: the payloads are random 62-bit integers whose Int64 sum
-        // overflows, which DataFusion, Polars and PyArrow wrap around and
-        // DuckDB (128-bit sums) does not.
-        PeerQuery {
-            name: "cross_file_sum".into(),
-            suite: "cross_file",
-            tables: vec!["t"],
-            sql: "SELECT sum(CAST(payload AS DOUBLE)) FROM t".into(),
-        },
-        // The TPC-H queries on lineitem alone: the ones PyArrow (no SQL, no
-        // joins written by hand here) runs as well as the SQL engines.
-        PeerQuery {
-            name: "tpch_q1".into(),
-            suite: "tpch",
-            tables: vec!["lineitem"],
-            sql: TPCH_Q1.into(),
-        },
-        PeerQuery {
-            name: "tpch_q6".into(),
-            suite: "tpch",
-            tables: vec!["lineitem"],
-            sql: TPCH_Q6.into(),
-        },
-    ];
-    for i in HITS_QUERIES {
-        queries.push(PeerQuery {
-            name: format!("hits_q{i}"),
-            suite: "clickbench",
-            tables: vec![clickbench::PUBLISHED],
-            sql: clickbench::QUERIES[i]
-                .trim()
-                .trim_end_matches(';')
-                .to_string(),
-        });
-    }
-    queries
 }
 
 /// The engines, in the order they are run (and reported).
@@ -501,7 +432,14 @@ impl Peers {
                     continue;
                 }
                 let wall = self.median_of(&q.name, engine, |r| r.wall_ms);
-                let matches = self.runs_of(&q.name, engine).all(|r| r.matches_off);
+                let matches = match (
+                    self.runs_of(&q.name, engine).all(|r| r.matches_off),
+                    q.compare,
+                ) {
+                    (false, _) => "NO",
+                    (true, Compare::Checksum) => "yes",
+                    (true, Compare::RowCount) => "rows (ties)",
+                };
                 let _ = writeln!(
                     out,
                     "| {} | {engine} | {wall:.1} | {:.2}x | {:.0} | {:.1} | {:.1} | {} |",
@@ -510,40 +448,52 @@ impl Peers {
                     self.median_of(&q.name, engine, |r| r.requests as f64),
                     mib(self.median_of(&q.name, engine, |r| r.bytes_from_server as f64)),
                     mib(self.median_of(&q.name, engine, |r| r.peak_rss_bytes as f64)),
-                    if matches { "yes" } else { "NO" },
+                    matches,
                 );
             }
         }
         let _ = writeln!(
             out,
-            "\n| engine | queries run | total wall ms | {ours} on the same queries | time vs {ours} |"
+            "\n| benchmark | engine | queries run | total wall ms | {ours} on the same queries | time vs {ours} |"
         );
-        let _ = writeln!(out, "|---|---:|---:|---:|---:|");
-        for engine in &engines {
-            let ran: Vec<&PeerQuery> = self
-                .queries
-                .iter()
-                .filter(|q| self.runs_of(&q.name, engine).next().is_some())
-                .collect();
-            let total: f64 = ran
-                .iter()
-                .map(|q| self.median_of(&q.name, engine, |r| r.wall_ms))
-                .sum();
-            let our_total: f64 = ran
-                .iter()
-                .map(|q| self.median_of(&q.name, &ours, |r| r.wall_ms))
-                .sum();
-            if ran.is_empty() {
-                let _ = writeln!(out, "| {engine} | 0/{} | – | – | – |", self.queries.len());
-                continue;
+        let _ = writeln!(out, "|---|---|---:|---:|---:|---:|");
+        let mut suites: Vec<&str> = vec![];
+        for q in &self.queries {
+            if !suites.contains(&q.suite) {
+                suites.push(q.suite);
             }
-            let _ = writeln!(
-                out,
-                "| {engine} | {}/{} | {total:.1} | {our_total:.1} | {:.2}x |",
-                ran.len(),
-                self.queries.len(),
-                total / our_total
-            );
+        }
+        for suite in suites {
+            let of_suite: Vec<&PeerQuery> =
+                self.queries.iter().filter(|q| q.suite == suite).collect();
+            for engine in &engines {
+                let ran: Vec<&PeerQuery> = of_suite
+                    .iter()
+                    .copied()
+                    .filter(|q| self.runs_of(&q.name, engine).next().is_some())
+                    .collect();
+                if ran.is_empty() {
+                    let _ = writeln!(
+                        out,
+                        "| {suite} | {engine} | 0/{} | – | – | – |",
+                        of_suite.len()
+                    );
+                    continue;
+                }
+                let total_of = |who: &str| -> f64 {
+                    ran.iter()
+                        .map(|q| self.median_of(&q.name, who, |r| r.wall_ms))
+                        .sum()
+                };
+                let (total, our_total) = (total_of(engine), total_of(&ours));
+                let _ = writeln!(
+                    out,
+                    "| {suite} | {engine} | {}/{} | {total:.1} | {our_total:.1} | {:.2}x |",
+                    ran.len(),
+                    of_suite.len(),
+                    total / our_total
+                );
+            }
         }
         let _ = writeln!(
             out,
@@ -562,24 +512,28 @@ impl Peers {
     }
 
     /// Mark every run against the first successful `datafusion off` run of its
-    /// query; whether every engine that ran agreed.
+    /// query (by row count alone where ties decide the rows); whether every
+    /// engine that ran agreed.
     fn check(&mut self) -> bool {
         let off = Engine::DataFusion(PrefetchPolicy::Off).name();
         let mut ok = true;
-        let reference: Vec<(String, usize, String)> = self
+        let reference: Vec<(String, Compare, usize, String)> = self
             .queries
             .iter()
             .filter_map(|q| {
                 self.runs_of(&q.name, &off)
                     .next()
-                    .map(|r| (q.name.clone(), r.rows, r.checksum.clone()))
+                    .map(|r| (q.name.clone(), q.compare, r.rows, r.checksum.clone()))
             })
             .collect();
         for run in self.runs.iter_mut().filter(|r| r.error.is_none()) {
-            let Some((_, rows, checksum)) = reference.iter().find(|(q, ..)| q == &run.query) else {
+            let Some((_, compare, rows, checksum)) =
+                reference.iter().find(|(q, ..)| q == &run.query)
+            else {
                 continue;
             };
-            run.matches_off = run.rows == *rows && &run.checksum == checksum;
+            run.matches_off =
+                run.rows == *rows && (*compare == Compare::RowCount || &run.checksum == checksum);
             if !run.matches_off {
                 ok = false;
                 eprintln!(
@@ -594,11 +548,14 @@ impl Peers {
 
 /// `prefetch-bench --suite peers`. Ok(false) if results differ between engines.
 pub async fn run(config: PeersConfig) -> Result<bool, Box<dyn std::error::Error>> {
-    let mut queries = peer_queries();
+    let mut queries = peer_queries(config.race);
     if !config.queries.is_empty() {
         queries.retain(|q| config.queries.contains(&q.name));
         if queries.is_empty() {
-            let known: Vec<String> = peer_queries().into_iter().map(|q| q.name).collect();
+            let known: Vec<String> = peer_queries(config.race)
+                .into_iter()
+                .map(|q| q.name)
+                .collect();
             return Err(format!(
                 "none of --queries {:?} is a peers query ({})",
                 config.queries,
@@ -739,7 +696,7 @@ pub async fn run(config: PeersConfig) -> Result<bool, Box<dyn std::error::Error>
                             .args(["--endpoint", &proxy.endpoint()])
                             .args(["--bucket", BUCKET])
                             .args(["--query", &query.name])
-                            .args(["--sql", &query.sql])
+                            .args(["--sql", &query.portable_sql])
                             .args(["--access-key", ACCESS_KEY])
                             .args(["--secret-key", SECRET_KEY])
                             .args(["--region", REGION]);
