@@ -4,42 +4,23 @@
 //! test links nothing but the standard library, `tempfile` and `serde_json`.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use tempfile::TempDir;
 
-const BIN: &str = env!("CARGO_BIN_EXE_dfprefetch");
+mod common;
+
+use common::{text, write_dataset};
 
 fn dfprefetch(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run dfprefetch")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+    common::command(args).output().expect("run dfprefetch")
 }
 
 /// Two Parquet files in a fresh folder: ids 1..=5000 and 5001..=10000, and
 /// `k = id % 7`.
 fn dataset() -> TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let copy = |from: u32, to: u32, file: &str| {
-        format!(
-            "COPY (SELECT value AS id, value % 7 AS k FROM generate_series({from}, {to})) \
-             TO '{}' STORED AS PARQUET",
-            dir.path().join(file).display()
-        )
-    };
-    let out = dfprefetch(&[
-        "-c",
-        &copy(1, 5000, "a.parquet"),
-        "-c",
-        &copy(5001, 10000, "b.parquet"),
-    ]);
-    assert!(out.status.success(), "COPY failed: {}", text(&out.stderr));
+    write_dataset(dir.path());
     dir
 }
 

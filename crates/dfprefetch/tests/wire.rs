@@ -8,7 +8,7 @@
 //! not installed fails its test and says how to install it.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use datafusion_prefetch_s3server::{ACCESS_KEY, REGION, S3Server, SECRET_KEY};
 use datafusion_prefetch_wireservers::{AzureServer, GcsServer, HttpServer, azure};
@@ -17,7 +17,9 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 use tempfile::TempDir;
 
-const BIN: &str = env!("CARGO_BIN_EXE_dfprefetch");
+mod common;
+
+use common::{DATASET_FILES, text, write_dataset};
 
 /// The bucket, container or folder the table lives in, and the table's folder.
 const BUCKET: &str = "data";
@@ -27,15 +29,10 @@ const TABLE: &str = "t";
 const QUERY: &str = "SELECT count(*) AS n, sum(id) AS s, max(k) AS k FROM t";
 const EXPECTED: [&str; 2] = ["n,s,k", "10000,50005000,6"];
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 /// `dfprefetch` with `args`, the cloud variables of this process's
 /// environment removed and `env` set instead.
 fn dfprefetch(args: &[&str], env: &[(&str, String)]) -> Output {
-    let mut command = Command::new(BIN);
-    command.args(args).env_remove("RUST_LOG");
+    let mut command = common::command(args);
     for (name, _) in std::env::vars() {
         if ["AWS_", "GOOGLE_", "AZURE_", "AZURITE_"]
             .iter()
@@ -48,28 +45,11 @@ fn dfprefetch(args: &[&str], env: &[(&str, String)]) -> Output {
     command.output().expect("run dfprefetch")
 }
 
-/// Two Parquet files written by `dfprefetch` itself: ids 1..=5000 and
-/// 5001..=10000, and `k = id % 7`.
+/// [`write_dataset`]'s files, as (key under the table's folder, bytes).
 fn dataset() -> (TempDir, Vec<(String, Vec<u8>)>) {
     let dir = tempfile::tempdir().unwrap();
-    let copy = |from: u32, to: u32, file: &str| {
-        format!(
-            "COPY (SELECT value AS id, value % 7 AS k FROM generate_series({from}, {to})) \
-             TO '{}' STORED AS PARQUET",
-            dir.path().join(file).display()
-        )
-    };
-    let out = dfprefetch(
-        &[
-            "-c",
-            &copy(1, 5000, "a.parquet"),
-            "-c",
-            &copy(5001, 10000, "b.parquet"),
-        ],
-        &[],
-    );
-    assert!(out.status.success(), "COPY failed: {}", text(&out.stderr));
-    let files = ["a.parquet", "b.parquet"]
+    write_dataset(dir.path());
+    let files = DATASET_FILES
         .into_iter()
         .map(|name| {
             let bytes = std::fs::read(dir.path().join(name)).unwrap();

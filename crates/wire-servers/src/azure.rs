@@ -156,19 +156,7 @@ impl AzureServer {
     }
 }
 
-impl std::ops::Deref for AzureServer {
-    type Target = Running;
-
-    fn deref(&self) -> &Running {
-        &self.running
-    }
-}
-
-impl std::ops::DerefMut for AzureServer {
-    fn deref_mut(&mut self) -> &mut Running {
-        &mut self.running
-    }
-}
+derefs_to_running!(AzureServer);
 
 #[cfg(test)]
 mod tests {

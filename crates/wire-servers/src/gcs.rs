@@ -198,19 +198,7 @@ impl GcsServer {
     }
 }
 
-impl std::ops::Deref for GcsServer {
-    type Target = Running;
-
-    fn deref(&self) -> &Running {
-        &self.running
-    }
-}
-
-impl std::ops::DerefMut for GcsServer {
-    fn deref_mut(&mut self) -> &mut Running {
-        &mut self.running
-    }
-}
+derefs_to_running!(GcsServer);
 
 #[cfg(test)]
 mod tests {

@@ -135,19 +135,7 @@ impl HttpServer {
     }
 }
 
-impl std::ops::Deref for HttpServer {
-    type Target = Running;
-
-    fn deref(&self) -> &Running {
-        &self.running
-    }
-}
-
-impl std::ops::DerefMut for HttpServer {
-    fn deref_mut(&mut self) -> &mut Running {
-        &mut self.running
-    }
-}
+derefs_to_running!(HttpServer);
 
 #[cfg(test)]
 mod tests {

@@ -37,6 +37,26 @@
 //! let gcs = server.builder("data").build().unwrap();
 //! ```
 
+/// A server's handle dereferences to its [`Running`] process (address,
+/// folder, output, kill).
+macro_rules! derefs_to_running {
+    ($handle:ty) => {
+        impl std::ops::Deref for $handle {
+            type Target = $crate::Running;
+
+            fn deref(&self) -> &$crate::Running {
+                &self.running
+            }
+        }
+
+        impl std::ops::DerefMut for $handle {
+            fn deref_mut(&mut self) -> &mut $crate::Running {
+                &mut self.running
+            }
+        }
+    };
+}
+
 pub mod azure;
 pub mod gcs;
 pub mod http;
