@@ -10,8 +10,19 @@
 //! connection. So the proxy holds each request back for its latency before
 //! forwarding it, and paces the bytes coming back; it parses request heads
 //! (and skips over request bodies by `Content-Length`), never responses.
+//!
+//! In front of an s3s-fs started without credentials
+//! (`LatencyProxy::start` with its folder), it also makes that server answer
+//! as S3 does where it would not: s3s-fs answers a suffix range longer than
+//! the object (`Range: bytes=-N`, which Polars sends for a small file's
+//! footer) with `500 InternalError` where S3 returns the whole object, so the
+//! proxy shortens such a range to the object's size, read from the server's
+//! folder. Since that changes a signed header, it forwards every request
+//! without its `Authorization` header, which a server without credentials
+//! needs anyway.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -99,19 +110,32 @@ pub struct LatencyProxy {
 struct Shared {
     upstream: SocketAddr,
     config: ProxyConfig,
+    /// The folder of an s3s-fs upstream (`<folder>/<bucket>/<key>`): requests
+    /// are forwarded unsigned and suffix ranges clamped to the object.
+    s3s_fs_folder: Option<PathBuf>,
     rng: Mutex<StdRng>,
     stats: Arc<ProxyStats>,
 }
 
 impl LatencyProxy {
-    /// Listen on a free loopback port and forward every connection to `upstream`.
-    pub async fn start(upstream: SocketAddr, config: ProxyConfig) -> std::io::Result<Self> {
+    /// Listen on a free loopback port and forward every connection to
+    /// `upstream`. With `s3s_fs_folder`, the upstream is an s3s-fs without
+    /// credentials serving that folder: requests go on without
+    /// `Authorization`, and a suffix range longer than its object is shortened
+    /// to the object's size (see the module's documentation).
+    pub async fn start(
+        upstream: SocketAddr,
+        config: ProxyConfig,
+        s3s_fs_folder: Option<&Path>,
+    ) -> std::io::Result<Self> {
+        let s3s_fs_folder = s3s_fs_folder.map(Path::to_path_buf);
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let stats = Arc::new(ProxyStats::default());
         let shared = Arc::new(Shared {
             upstream,
             config,
+            s3s_fs_folder,
             rng: Mutex::new(StdRng::seed_from_u64(config.seed)),
             stats: Arc::clone(&stats),
         });
@@ -192,6 +216,50 @@ fn parse_head(head: &[u8]) -> (bool, u64) {
     (is_list, body)
 }
 
+/// A request head for an s3s-fs without credentials serving `folder`: without
+/// its `Authorization` header, and a GET's suffix range longer than its object
+/// shortened to the object's size (s3s-fs answers it with a 500; S3 with the
+/// whole object). Keys are taken as they are written in the path.
+fn as_s3_for_s3s_fs(head: &[u8], folder: &Path) -> Vec<u8> {
+    let text = String::from_utf8_lossy(head);
+    let mut lines = text.split("\r\n");
+    let request_line = lines.next().unwrap_or_default();
+    let mut parts = request_line.split(' ');
+    let method = parts.next().unwrap_or_default();
+    let target = parts.next().unwrap_or_default();
+    let object = folder.join(
+        target
+            .split('?')
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches('/'),
+    );
+    let mut out = vec![request_line.to_string()];
+    for line in lines {
+        let (name, value) = line.split_once(':').unwrap_or((line, ""));
+        let name = name.trim();
+        if name.eq_ignore_ascii_case("authorization") {
+            continue;
+        }
+        if method == "GET" && name.eq_ignore_ascii_case("range") {
+            let suffix = value
+                .trim()
+                .strip_prefix("bytes=-")
+                .and_then(|n| n.parse::<u64>().ok());
+            let size = std::fs::metadata(&object).map(|m| m.len()).ok();
+            if let (Some(suffix), Some(size)) = (suffix, size)
+                && suffix > size
+                && size > 0
+            {
+                out.push(format!("{name}: bytes=-{size}"));
+                continue;
+            }
+        }
+        out.push(line.to_string());
+    }
+    out.join("\r\n").into_bytes()
+}
+
 /// Client → server: hold each request back for its latency, then forward it.
 async fn requests(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, shared: Arc<Shared>) {
     let mut buf: Vec<u8> = Vec::with_capacity(8192);
@@ -223,7 +291,11 @@ async fn requests(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, shared: Arc<S
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
-            if to.write_all(&buf[..end]).await.is_err() {
+            let head = match &shared.s3s_fs_folder {
+                Some(folder) => as_s3_for_s3s_fs(&buf[..end], folder),
+                None => buf[..end].to_vec(),
+            };
+            if to.write_all(&head).await.is_err() {
                 return;
             }
             buf.drain(..end);
@@ -320,7 +392,7 @@ mod tests {
             bandwidth_bytes_per_sec: Some(4 * 1024 * 1024),
             seed: 1,
         };
-        let proxy = LatencyProxy::start(upstream(body).await, config)
+        let proxy = LatencyProxy::start(upstream(body).await, config, None)
             .await
             .unwrap();
         let mut conn = TcpStream::connect(proxy.addr()).await.unwrap();
@@ -344,6 +416,33 @@ mod tests {
         assert_eq!(counts.bytes_to_clients, 3 * (head_len + body) as u64);
         proxy.stats().reset();
         assert_eq!(proxy.stats().counts(), ProxyCounts::default());
+    }
+
+    #[test]
+    fn before_s3s_fs_requests_go_unsigned_and_suffix_ranges_fit_the_object() {
+        let folder = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(folder.path().join("b/t")).unwrap();
+        std::fs::write(folder.path().join("b/t/small.parquet"), [0u8; 10]).unwrap();
+        let rewrite = |head: &str| {
+            String::from_utf8(as_s3_for_s3s_fs(head.as_bytes(), folder.path())).unwrap()
+        };
+        let signed = "GET /b/t/small.parquet HTTP/1.1\r\nHost: x\r\n\
+            Authorization: AWS4-HMAC-SHA256 Credential=k\r\nrange: bytes=-100\r\n\r\n";
+        assert_eq!(
+            rewrite(signed),
+            "GET /b/t/small.parquet HTTP/1.1\r\nHost: x\r\nrange: bytes=-10\r\n\r\n"
+        );
+        // Ranges the server answers right, other objects and other methods
+        // pass as they are (unsigned).
+        for unchanged in [
+            "GET /b/t/small.parquet HTTP/1.1\r\nRange: bytes=-10\r\n\r\n",
+            "GET /b/t/small.parquet HTTP/1.1\r\nRange: bytes=0-99\r\n\r\n",
+            "GET /b/t/missing.parquet HTTP/1.1\r\nRange: bytes=-100\r\n\r\n",
+            "HEAD /b/t/small.parquet HTTP/1.1\r\nRange: bytes=-100\r\n\r\n",
+            "GET /b?list-type=2&prefix=t%2F HTTP/1.1\r\nHost: x\r\n\r\n",
+        ] {
+            assert_eq!(rewrite(unchanged), unchanged);
+        }
     }
 
     #[test]

@@ -134,8 +134,14 @@ pub fn canonical_checksum(batches: &[RecordBatch]) -> Result<(usize, String)> {
 
 // --- the DataFusion engine process -------------------------------------------
 
+/// object_store's S3 client for bucket [`BUCKET`] at `endpoint`, signing as
+/// it would on S3 (the proxy drops the signature before the server).
 fn client(endpoint: &str) -> Result<AmazonS3> {
-    Ok(AmazonS3Builder::new()
+    Ok(builder(endpoint).build()?)
+}
+
+fn builder(endpoint: &str) -> AmazonS3Builder {
+    AmazonS3Builder::new()
         .with_endpoint(endpoint)
         .with_allow_http(true)
         .with_virtual_hosted_style_request(false)
@@ -143,7 +149,6 @@ fn client(endpoint: &str) -> Result<AmazonS3> {
         .with_region(REGION)
         .with_access_key_id(ACCESS_KEY)
         .with_secret_access_key(SECRET_KEY)
-        .build()?)
 }
 
 fn peak_rss_bytes() -> u64 {
@@ -597,9 +602,11 @@ pub async fn run(config: PeersConfig) -> Result<bool, Box<dyn std::error::Error>
         }
     }
 
-    // The server, the uploads (kept in --s3-root across runs), the proxy.
+    // The server, the uploads (kept in --s3-root across runs), the proxy. The
+    // server runs without credentials so that the proxy may change a request
+    // where s3s-fs would answer it unlike S3 (see proxy.rs).
     std::fs::create_dir_all(&config.s3_root)?;
-    let server = S3Server::start_in(&config.s3_root, &[BUCKET])?;
+    let server = S3Server::start_anonymous_in(&config.s3_root, &[BUCKET])?;
     eprintln!(
         "S3 server: {} at {} (objects in {})",
         server.binary().display(),
@@ -612,7 +619,9 @@ pub async fn run(config: PeersConfig) -> Result<bool, Box<dyn std::error::Error>
              installs an optimised one for measurements"
         );
     }
-    let s3 = client(&server.endpoint())?;
+    let s3 = builder(&server.endpoint())
+        .with_skip_signature(true)
+        .build()?;
     for (dir, prefix) in &local {
         let (files, bytes) = upload_dir(&s3, dir, prefix).await?;
         if files > 0 {
@@ -622,7 +631,12 @@ pub async fn run(config: PeersConfig) -> Result<bool, Box<dyn std::error::Error>
             );
         }
     }
-    let proxy = LatencyProxy::start(server.addr(), ProxyConfig::from(&config.store)).await?;
+    let proxy = LatencyProxy::start(
+        server.addr(),
+        ProxyConfig::from(&config.store),
+        Some(&config.s3_root),
+    )
+    .await?;
 
     // The engines that can run.
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/peers.py");

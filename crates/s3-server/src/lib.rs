@@ -178,16 +178,25 @@ impl S3Server {
     /// `buckets`.
     pub fn start(buckets: &[&str]) -> Result<Self, String> {
         let dir = tempfile::tempdir().map_err(|e| format!("temporary folder: {e}"))?;
-        Self::start_with_root(Root::Temporary(dir), buckets)
+        Self::start_with_root(Root::Temporary(dir), buckets, true)
     }
 
     /// Start a server over `root`, which keeps its objects after the server
     /// stops; `buckets` are created if missing.
     pub fn start_in(root: &Path, buckets: &[&str]) -> Result<Self, String> {
-        Self::start_with_root(Root::Kept(root.to_path_buf()), buckets)
+        Self::start_with_root(Root::Kept(root.to_path_buf()), buckets, true)
     }
 
-    fn start_with_root(root: Root, buckets: &[&str]) -> Result<Self, String> {
+    /// As [`Self::start_in`], without credentials: the server then accepts
+    /// unsigned requests and refuses signed ones (`NotImplemented`: it has
+    /// nothing to check them against), so clients must not sign (object_store:
+    /// `with_skip_signature(true)`) or go through something that drops their
+    /// `Authorization` header.
+    pub fn start_anonymous_in(root: &Path, buckets: &[&str]) -> Result<Self, String> {
+        Self::start_with_root(Root::Kept(root.to_path_buf()), buckets, false)
+    }
+
+    fn start_with_root(root: Root, buckets: &[&str], credentials: bool) -> Result<Self, String> {
         // s3s-fs serves each folder of its root as a bucket.
         for bucket in buckets {
             let dir = root.path().join(bucket);
@@ -195,9 +204,12 @@ impl S3Server {
                 .map_err(|e| format!("creating bucket folder {}: {e}", dir.display()))?;
         }
         let binary = server_binary()?;
-        let mut child = Command::new(&binary)
-            .args(["--host", "127.0.0.1", "--port", "0"])
-            .args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY])
+        let mut command = Command::new(&binary);
+        command.args(["--host", "127.0.0.1", "--port", "0"]);
+        if credentials {
+            command.args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY]);
+        }
+        let mut child = command
             .arg(root.path())
             .env("RUST_LOG", "s3s_fs=info")
             .env("NO_COLOR", "1")
