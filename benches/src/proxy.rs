@@ -196,19 +196,43 @@ fn head_end(buf: &[u8]) -> Option<usize> {
     buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
 }
 
-/// A request head's request target, whether it is a LIST, and its body length.
+/// A request head's request line, its method and target, and its header
+/// lines.
+struct Head<'a> {
+    request_line: &'a str,
+    method: &'a str,
+    target: &'a str,
+    headers: std::str::Split<'a, &'static str>,
+}
+
+impl<'a> Head<'a> {
+    fn of(text: &'a str) -> Self {
+        let mut lines = text.split("\r\n");
+        let request_line = lines.next().unwrap_or_default();
+        let mut parts = request_line.split(' ');
+        Self {
+            request_line,
+            method: parts.next().unwrap_or_default(),
+            target: parts.next().unwrap_or_default(),
+            headers: lines,
+        }
+    }
+}
+
+/// Whether a request head is a LIST, and its body length.
 fn parse_head(head: &[u8]) -> (bool, u64) {
     let text = String::from_utf8_lossy(head);
-    let mut lines = text.split("\r\n");
-    let request_line = lines.next().unwrap_or_default();
-    let mut parts = request_line.split(' ');
-    let method = parts.next().unwrap_or_default();
-    let target = parts.next().unwrap_or_default();
+    let Head {
+        method,
+        target,
+        headers,
+        ..
+    } = Head::of(&text);
     // Path-style LIST: `GET /bucket?list-type=2&prefix=…` (or `GET /bucket/?…`).
     let path = target.split('?').next().unwrap_or_default();
     let is_list =
         method == "GET" && target.contains('?') && path.trim_matches('/').split('/').count() == 1;
-    let body = lines
+    let body = headers
         .filter_map(|line| line.split_once(':'))
         .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
         .and_then(|(_, value)| value.trim().parse().ok())
@@ -222,11 +246,12 @@ fn parse_head(head: &[u8]) -> (bool, u64) {
 /// whole object). Keys are taken as they are written in the path.
 fn as_s3_for_s3s_fs(head: &[u8], folder: &Path) -> Vec<u8> {
     let text = String::from_utf8_lossy(head);
-    let mut lines = text.split("\r\n");
-    let request_line = lines.next().unwrap_or_default();
-    let mut parts = request_line.split(' ');
-    let method = parts.next().unwrap_or_default();
-    let target = parts.next().unwrap_or_default();
+    let Head {
+        request_line,
+        method,
+        target,
+        headers,
+    } = Head::of(&text);
     let object = folder.join(
         target
             .split('?')
@@ -235,7 +260,7 @@ fn as_s3_for_s3s_fs(head: &[u8], folder: &Path) -> Vec<u8> {
             .trim_start_matches('/'),
     );
     let mut out = vec![request_line.to_string()];
-    for line in lines {
+    for line in headers {
         let (name, value) = line.split_once(':').unwrap_or((line, ""));
         let name = name.trim();
         if name.eq_ignore_ascii_case("authorization") {
