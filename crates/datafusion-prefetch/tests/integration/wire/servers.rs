@@ -10,7 +10,7 @@ use datafusion_prefetch_s3server::{ACCESS_KEY, REGION, S3Server, SECRET_KEY};
 use datafusion_prefetch_wireservers::{AzureServer, GcsServer, HttpServer};
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;
-use object_store::{BackoffConfig, ObjectStore, ObjectStoreExt, RetryConfig};
+use object_store::{BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, RetryConfig};
 use url::Url;
 
 /// The bucket, container or folder the table lives in.
@@ -224,11 +224,26 @@ impl Server for Http {
         Self { server }
     }
 
+    /// rclone now and then leaves a request unanswered for longer than
+    /// object_store's 30 s timeout when the machine is loaded with the other
+    /// tests (once in about four full runs, a PROPFIND while registering):
+    /// each request times out after 10 s and is sent again, up to twice. A
+    /// stopped server still fails at once (connection refused).
     fn client(&self, _refused: bool) -> Arc<dyn ObjectStore> {
+        let retry = RetryConfig {
+            max_retries: 2,
+            retry_timeout: Duration::from_secs(60),
+            ..fast_retries()
+        };
         Arc::new(
             self.server
                 .builder()
-                .with_retry(fast_retries())
+                .with_client_options(
+                    ClientOptions::new()
+                        .with_allow_http(true)
+                        .with_timeout(Duration::from_secs(10)),
+                )
+                .with_retry(retry)
                 .build()
                 .unwrap(),
         )
