@@ -26,7 +26,8 @@
 //! ```
 //!
 //! The public API is what this page lists: [`PrefetchingParquetSource`] (the
-//! `FileSource`), [`PrefetchingParquetTable`] (a `TableProvider`), the session
+//! `FileSource`), [`PrefetchingParquetTable`] (a `TableProvider`) with its
+//! [`PrefetchingParquetFormat`], the session
 //! helpers [`enable_prefetch`] and [`prefetching_context`] with
 //! [`PrefetchScanRule`], the settings [`PrefetchOptions`], the process-wide
 //! [`PrefetchGovernor`], and [`PrefetchStats`] / [`prefetch_stats`] to watch
@@ -40,6 +41,8 @@
 //!   holds, and whose turn it is when they want more (its decisions pure);
 //! - `io`: the thin async driver that carries out the scheduler's actions
 //!   and serves the Parquet decoder's reads;
+//! - `planning`: footers read ahead while a table's schema is inferred
+//!   ([`PrefetchingParquetFormat`]);
 //! - `source`, `session`, `table`, `profiles`: how it plugs into DataFusion;
 //! - `metrics`: what `EXPLAIN ANALYZE` and [`PrefetchStats`] report.
 
@@ -50,6 +53,7 @@ pub mod fuzzing;
 mod governor;
 mod io;
 mod metrics;
+mod planning;
 mod profiles;
 mod scheduler;
 mod session;
@@ -63,6 +67,7 @@ pub use config::{
 };
 pub use governor::{DEFAULT_MEMORY_LIMIT, POOL_LIMIT_DIVISOR, PrefetchGovernor};
 pub use metrics::PrefetchStats;
+pub use planning::PrefetchingParquetFormat;
 pub use profiles::StoreProfiles;
 pub use session::{PrefetchScanRule, enable_prefetch, prefetching_context};
 pub use source::{PrefetchingParquetSource, prefetch_stats};

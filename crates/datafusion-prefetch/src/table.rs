@@ -16,14 +16,16 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 
+use crate::planning::PrefetchingParquetFormat;
 use crate::session::PrefetchScanRule;
 
 /// A Parquet table over a URL prefix or a list of files whose scans use
 /// [`PrefetchingParquetSource`](crate::PrefetchingParquetSource).
 ///
 /// Listing, schema inference, hive-style partition columns and partition pruning
-/// are DataFusion's `ListingTable`; this type only makes its scans prefetch with
-/// the querying session's `prefetch.*` settings.
+/// are DataFusion's `ListingTable`; this type makes its scans prefetch with
+/// the querying session's `prefetch.*` settings, and reads the files' footers
+/// ahead while it infers the schema ([`PrefetchingParquetFormat`]).
 ///
 /// ```no_run
 /// # async fn example() -> datafusion::common::Result<()> {
@@ -117,7 +119,9 @@ impl PrefetchingParquetTableBuilder {
             .iter()
             .map(ListingTableUrl::parse)
             .collect::<Result<Vec<_>>>()?;
-        let format = ParquetFormat::default().with_options(state.table_options().parquet.clone());
+        let format = PrefetchingParquetFormat::new(
+            ParquetFormat::default().with_options(state.table_options().parquet.clone()),
+        );
         let mut options =
             ListingOptions::new(Arc::new(format)).with_file_extension(self.file_extension);
         if let Some(columns) = self.partition_columns {

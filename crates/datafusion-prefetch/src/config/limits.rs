@@ -5,8 +5,8 @@
 use datafusion::execution::memory_pool::{MemoryLimit, MemoryPool};
 
 use super::options::{
-    AUTO_MAX_FILE_OPEN_DEPTH, FIXED_POLICY_FILE_OPEN_DEPTH, FIXED_POLICY_WINDOW, PrefetchOptions,
-    PrefetchPolicy,
+    AUTO_MAX_FILE_OPEN_DEPTH, FIXED_POLICY_FILE_OPEN_DEPTH, FIXED_POLICY_WINDOW,
+    MAX_FILE_OPEN_DEPTH, PrefetchOptions, PrefetchPolicy,
 };
 
 /// The most one scan's read-ahead may hold in a memory pool with a finite
@@ -70,6 +70,19 @@ impl StreamLimits {
     }
 }
 
+/// How many footers may be read at once while a table's schema is inferred
+/// at planning time: the file-open depth, which left to `auto` under the
+/// `auto` policy is [`MAX_FILE_OPEN_DEPTH`] (footers are small, and each read
+/// beyond DataFusion's own is reserved in the governor), and 0 under `off`.
+pub(crate) fn planning_footer_depth(options: &PrefetchOptions) -> usize {
+    match (options.file_open_depth(), options.policy()) {
+        (_, PrefetchPolicy::Off) => 0,
+        (Some(depth), _) => depth,
+        (None, PrefetchPolicy::Auto) => MAX_FILE_OPEN_DEPTH,
+        (None, _) => FIXED_POLICY_FILE_OPEN_DEPTH,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,5 +129,23 @@ mod tests {
         assert_eq!(limits.window, 32 * MIB);
         assert_eq!(limits.auto_stream_limit, 32 * MIB);
         assert_eq!(limits.file_open_depth, 3);
+    }
+
+    #[test]
+    fn footers_are_read_ahead_at_planning_as_deep_as_files_are_opened() {
+        assert_eq!(planning_footer_depth(&options("off", &[])), 0);
+        assert_eq!(
+            planning_footer_depth(&options("off", &[("file_open_depth", "64")])),
+            0
+        );
+        assert_eq!(
+            planning_footer_depth(&options("auto", &[])),
+            MAX_FILE_OPEN_DEPTH
+        );
+        assert_eq!(planning_footer_depth(&options("pipelined", &[])), 8);
+        assert_eq!(
+            planning_footer_depth(&options("auto", &[("file_open_depth", "3")])),
+            3
+        );
     }
 }

@@ -7,7 +7,7 @@ mod timeout;
 
 pub use byte_size::{ByteSize, ByteSizeError};
 pub use limits::POOL_SHARE_DIVISOR;
-pub(crate) use limits::{StreamLimits, pool_bounded_budget};
+pub(crate) use limits::{StreamLimits, planning_footer_depth, pool_bounded_budget};
 pub(crate) use options::LimitSource;
 pub use options::{
     AUTO_MAX_FILE_OPEN_DEPTH, FIXED_POLICY_FILE_OPEN_DEPTH, FIXED_POLICY_WINDOW,

@@ -14,6 +14,7 @@ mod fuzz_targets;
 mod governor;
 mod mechanism;
 mod memory_pressure;
+mod planning;
 mod pools;
 mod sql;
 mod streaming;
