@@ -77,7 +77,7 @@ impl FooterReadPlan {
         if self.next >= self.read_bytes.len() || !self.cache_has_room_for_one_more() {
             return FooterStep::Done;
         }
-        if self.in_flight >= self.limits.depth {
+        if self.in_flight >= self.depth_now() {
             return FooterStep::Wait;
         }
         let reserve =
@@ -124,6 +124,17 @@ impl FooterReadPlan {
         self.in_flight
     }
 
+    /// Until a footer has landed, what one takes in the cache is unknown (its
+    /// decoded form is several times its bytes): only as many are read as
+    /// DataFusion would read anyway. Then up to the depth.
+    fn depth_now(&self) -> usize {
+        if self.landed == 0 {
+            self.limits.depth.min(self.limits.unreserved.max(1))
+        } else {
+            self.limits.depth
+        }
+    }
+
     /// Whether the footers landed and in flight, plus one more, fit the
     /// cache room, each estimated at the mean of those landed (before any
     /// landed: at its read size).
@@ -165,72 +176,49 @@ mod tests {
     fn the_first_wave_fills_the_depth_and_reserves_only_beyond_datafusions_own_reads() {
         let mut plan = FooterReadPlan::new(&[100; 10], Some(512 * 1024), limits(4, 2, u64::MAX));
         assert!(plan.is_worthwhile());
-        let started = drain_starts(&mut plan);
-        assert_eq!(
-            started,
-            vec![(0, None), (1, None), (2, Some(100)), (3, Some(100))]
-        );
+        // Until one has landed, as many as DataFusion reads itself.
+        assert_eq!(drain_starts(&mut plan), vec![(0, None), (1, None)]);
         assert_eq!(plan.step(), FooterStep::Wait);
         plan.landed(300);
         assert_eq!(
-            plan.step(),
-            FooterStep::Read {
-                index: 4,
-                reserve: Some(100)
-            }
+            drain_starts(&mut plan),
+            vec![(2, None), (3, Some(100)), (4, Some(100))]
         );
+        assert_eq!(plan.step(), FooterStep::Wait);
+        plan.landed(300);
+        assert_eq!(drain_starts(&mut plan), vec![(5, Some(100))]);
     }
 
     #[test]
     fn a_read_is_at_most_the_size_hint() {
-        let mut plan = FooterReadPlan::new(&[10, 1 << 30], Some(1000), limits(4, 0, u64::MAX));
-        assert_eq!(
-            drain_starts(&mut plan),
-            vec![(0, Some(10)), (1, Some(1000))]
-        );
-        let mut unhinted = FooterReadPlan::new(&[1 << 30], None, limits(4, 0, u64::MAX));
+        let mut plan = FooterReadPlan::new(&[10, 10, 1 << 30], Some(1000), limits(4, 1, u64::MAX));
+        assert_eq!(drain_starts(&mut plan), vec![(0, None)]);
+        plan.landed(10);
+        assert_eq!(drain_starts(&mut plan), vec![(1, None), (2, Some(1000))]);
+        let mut unhinted = FooterReadPlan::new(&[1 << 30; 3], None, limits(4, 1, u64::MAX));
+        assert_eq!(drain_starts(&mut unhinted), vec![(0, None)]);
+        unhinted.landed(10);
         assert_eq!(
             drain_starts(&mut unhinted),
-            vec![(0, Some(UNHINTED_FOOTER_ESTIMATE))]
+            vec![(1, None), (2, Some(UNHINTED_FOOTER_ESTIMATE))]
         );
     }
 
     #[test]
     fn a_refused_read_waits_for_a_landing_then_goes_out_first() {
         let mut plan = FooterReadPlan::new(&[100; 5], Some(100), limits(8, 1, u64::MAX));
+        assert_eq!(drain_starts(&mut plan), vec![(0, None)]);
+        plan.landed(100);
         assert_eq!(
-            plan.step(),
-            FooterStep::Read {
-                index: 0,
-                reserve: None
-            }
+            drain_starts(&mut plan),
+            vec![(1, None), (2, Some(100)), (3, Some(100)), (4, Some(100))]
         );
-        assert_eq!(
-            plan.step(),
-            FooterStep::Read {
-                index: 1,
-                reserve: Some(100)
-            }
-        );
-        plan.refused(1);
-        assert_eq!(plan.in_flight(), 1);
+        plan.refused(4);
+        assert_eq!(plan.in_flight(), 3);
         assert_eq!(plan.step(), FooterStep::Wait);
         plan.failed();
-        // With nothing in flight the read needs no reservation again.
-        assert_eq!(
-            plan.step(),
-            FooterStep::Read {
-                index: 1,
-                reserve: None
-            }
-        );
-        assert_eq!(
-            plan.step(),
-            FooterStep::Read {
-                index: 2,
-                reserve: Some(100)
-            }
-        );
+        assert_eq!(drain_starts(&mut plan), vec![(4, Some(100))]);
+        assert_eq!(plan.step(), FooterStep::Done);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::cache::cache_manager::CacheManagerConfig;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_prefetch::{
@@ -18,7 +19,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use url::Url;
 
-use crate::support::parquet_file;
+use crate::support::{metadata, parquet_file};
 
 const FILES: usize = 200;
 
@@ -43,6 +44,15 @@ struct Planned {
 /// `PrefetchingParquetTable` under `policy` and `SELECT count(*), sum(id)`
 /// planned and run.
 async fn plan_and_run(policy: &str, limit: Option<ByteSize>, corrupt: Option<usize>) -> Planned {
+    plan_and_run_with_cache(policy, limit, corrupt, None).await
+}
+
+async fn plan_and_run_with_cache(
+    policy: &str,
+    limit: Option<ByteSize>,
+    corrupt: Option<usize>,
+    metadata_cache_limit: Option<usize>,
+) -> Planned {
     let memory = InMemory::new();
     for i in 0..FILES {
         let bytes = match corrupt {
@@ -59,7 +69,14 @@ async fn plan_and_run(policy: &str, limit: Option<ByteSize>, corrupt: Option<usi
         SimulatedStoreConfig::fixed(Duration::from_millis(5)),
     );
     let stats = store.stats();
-    let runtime = RuntimeEnvBuilder::new().build_arc().unwrap();
+    let mut cache = CacheManagerConfig::default();
+    if let Some(limit) = metadata_cache_limit {
+        cache = cache.with_metadata_cache_limit(limit);
+    }
+    let runtime = RuntimeEnvBuilder::new()
+        .with_cache_manager(cache)
+        .build_arc()
+        .unwrap();
     let governor = PrefetchGovernor::of(&runtime);
     if let Some(limit) = limit {
         governor.set_limit(limit);
@@ -175,4 +192,23 @@ async fn a_corrupt_footer_fails_planning_as_it_does_under_off() {
     assert_eq!(auto.result, off.result);
     assert_eq!(auto.governor.held_bytes(), 0);
     assert_eq!(auto.governor.live_scans(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_footer_is_read_ahead_only_to_be_evicted_from_a_small_cache() {
+    // A metadata cache with room for about half of the table's footers.
+    let per_footer = metadata(&parquet_file(0, 10, 10)).memory_size();
+    let room = per_footer * FILES / 2;
+    let off = plan_and_run_with_cache("off", None, None, Some(room)).await;
+    let auto = plan_and_run_with_cache("auto", None, None, Some(room)).await;
+    assert_eq!(auto.result, off.result);
+    assert!(
+        off.planning_gets > FILES as u64,
+        "the cache is too small for stock too"
+    );
+    assert_eq!(auto.planning_gets, off.planning_gets);
+    assert!(
+        auto.max_in_flight > DATAFUSION_FOOTER_READS,
+        "some were read ahead"
+    );
 }
