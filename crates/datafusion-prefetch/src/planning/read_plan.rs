@@ -125,11 +125,12 @@ impl FooterReadPlan {
     }
 
     /// Until a footer has landed, what one takes in the cache is unknown (its
-    /// decoded form is several times its bytes): only as many are read as
-    /// DataFusion would read anyway. Then up to the depth.
+    /// decoded form is several times its bytes, and a cache may hold fewer
+    /// than DataFusion reads at once): one is read first. Then up to the
+    /// depth.
     fn depth_now(&self) -> usize {
         if self.landed == 0 {
-            self.limits.depth.min(self.limits.unreserved.max(1))
+            1
         } else {
             self.limits.depth
         }
@@ -176,13 +177,13 @@ mod tests {
     fn the_first_wave_fills_the_depth_and_reserves_only_beyond_datafusions_own_reads() {
         let mut plan = FooterReadPlan::new(&[100; 10], Some(512 * 1024), limits(4, 2, u64::MAX));
         assert!(plan.is_worthwhile());
-        // Until one has landed, as many as DataFusion reads itself.
-        assert_eq!(drain_starts(&mut plan), vec![(0, None), (1, None)]);
+        // One first: what a footer takes in the cache is measured.
+        assert_eq!(drain_starts(&mut plan), vec![(0, None)]);
         assert_eq!(plan.step(), FooterStep::Wait);
         plan.landed(300);
         assert_eq!(
             drain_starts(&mut plan),
-            vec![(2, None), (3, Some(100)), (4, Some(100))]
+            vec![(1, None), (2, None), (3, Some(100)), (4, Some(100))]
         );
         assert_eq!(plan.step(), FooterStep::Wait);
         plan.landed(300);
