@@ -70,7 +70,7 @@ pub(crate) async fn read_footers_ahead(
             .execution
             .meta_fetch_concurrency
             .get(),
-        cache_room: cache.cache_limit() as u64,
+        cache_room: cache_room(cache.cache_limit() as u64),
     };
     let mut plan = FooterReadPlan::new(&sizes, size_hint, limits);
     let mut done = FootersRead {
@@ -92,7 +92,8 @@ pub(crate) async fn read_footers_ahead(
                 .with_file_metadata_cache(Some(cache))
                 .fetch_metadata()
                 .await
-                .map(|metadata| metadata.memory_size() as u64);
+                // The cache counts its key as well as the footer.
+                .map(|metadata| (metadata.memory_size() + object.location.as_ref().len()) as u64);
             drop(hold);
             landed
         }
@@ -130,6 +131,16 @@ pub(crate) async fn read_footers_ahead(
             },
         }
     }
+}
+
+/// How much of a metadata cache of `limit` bytes footers read ahead may
+/// fill. Never all of it: once the cache is full, DataFusion's first miss
+/// evicts the least recently used footer — one read ahead that it has not
+/// asked for yet — and each miss after it the next, so a cache filled to the
+/// byte would have every footer read ahead read again. The tenth left free
+/// absorbs footers larger than the mean the plan projects with.
+fn cache_room(limit: u64) -> u64 {
+    limit - limit / 10
 }
 
 /// The read-ahead's share in the governor takes no notices: its holds end

@@ -27,6 +27,12 @@ const FILES: usize = 200;
 /// stock planning keeps in flight.
 const DATAFUSION_FOOTER_READS: u64 = 32;
 
+/// A file name as long as a small footer: the metadata cache counts its
+/// keys as well as its footers.
+fn long_name() -> String {
+    "long_name_".repeat(300)
+}
+
 struct Planned {
     ctx: SessionContext,
     store: Arc<StoreStats>,
@@ -61,7 +67,9 @@ async fn plan_and_run_with_cache(
             }
             _ => parquet_file(i as u64 * 10, 10, 10),
         };
-        let path = Path::from(format!("data/file_{i:04}.parquet"));
+        // Names as long as a footer, so the cache's keys count as much as
+        // its values.
+        let path = Path::from(format!("data/{}{i:04}.parquet", long_name()));
         memory.put(&path, bytes.into()).await.unwrap();
     }
     let store = SimulatedStore::new(
@@ -196,11 +204,12 @@ async fn a_corrupt_footer_fails_planning_as_it_does_under_off() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_footer_is_read_ahead_only_to_be_evicted_from_a_small_cache() {
-    let per_footer = metadata(&parquet_file(0, 10, 10)).memory_size();
+    let per_footer = metadata(&parquet_file(0, 10, 10)).memory_size() + long_name().len();
     // Room for fewer footers than DataFusion reads at once (about 20), then
     // for about half of the table's.
     for (room, read_ahead) in [
         (per_footer * FILES / 7, false),
+        (per_footer * FILES / 3, true),
         (per_footer * FILES / 2, true),
     ] {
         let off = plan_and_run_with_cache("off", None, None, Some(room)).await;
