@@ -5,6 +5,7 @@
 //! prefetch-bench --suite cross_file --latency fixed:100 --policies off,pipelined
 //! prefetch-bench --suite tpch --scale 1 --latency fixed:50 --plot tpch.svg
 //! prefetch-bench --suite peers --latency s3   # vs Polars, DuckDB, PyArrow over S3
+//! prefetch-bench --suite peers --store gcs --latency s3   # … over GCS (also azure, http)
 //! prefetch-bench --suite concurrent --clients 8 --latency s3  # one runtime, 8 clients
 //! prefetch-bench --suite many_files --files 10000,100000 --policies off,auto
 //! ```
