@@ -4,18 +4,34 @@
 prefetch-bench starts this script once per measured run, so every run is a
 fresh process whose peak RSS is its own:
 
-    peers.py probe
+    peers.py probe [--store STORE]
         One JSON line: for each engine, whether it imports (and, for DuckDB,
-        whether its httpfs extension loads offline), its version or the error.
+        whether the extensions the store needs load offline; for PyArrow,
+        whether it has the store's filesystem), its version or the error.
 
-    peers.py run --engine ENGINE --endpoint http://127.0.0.1:PORT --bucket B \
-                 --table NAME=PREFIX [--table ...] --query NAME --sql SQL \
-                 --access-key K --secret-key S --region R
-        Runs one query, reading `s3://B/PREFIX*.parquet` for each table through
-        the engine's own S3 client, and prints one JSON line: rows, checksum,
+    peers.py run --engine ENGINE --store STORE --endpoint http://127.0.0.1:PORT \
+                 --bucket B --table NAME=PREFIX [--table ...] [--file NAME=KEY ...] \
+                 --query NAME --sql SQL --access-key K --secret-key S --region R \
+                 --account A --account-key AK
+        Runs one query, reading `PREFIX*.parquet` of bucket B for each table
+        through the engine's own client for STORE (s3, gcs, azure or http;
+        `--endpoint` is the server's, or the proxy's in front of it), and
+        prints one JSON line: rows, checksum,
         wall_ms (from before the tables are opened to the last row in Python
         objects; process start and imports excluded), peak_rss_bytes
         (VmHWM of this process) — or {"error": ...}.
+
+        The clients per store:
+          s3     Polars storage_options aws_*; DuckDB httpfs S3 secret;
+                 PyArrow S3FileSystem.
+          gcs    Polars google_service_account_key with gcs_base_url and
+                 disable_oauth (object_store's way to fake-gcs-server); DuckDB
+                 httpfs GCS secret (the S3-interoperable XML API, HMAC keys);
+                 PyArrow GcsFileSystem (JSON API, anonymous).
+          azure  Polars azure_* (account, key, endpoint); DuckDB azure
+                 extension (connection string); PyArrow AzureFileSystem.
+          http   Polars and DuckDB read the file URLs given by --file (HTTP has
+                 no listing they use); PyArrow has no HTTP filesystem.
 
 The checksum is engine-independent and matches the Rust side
 (`peers::canonical_checksum`): every value as text (numbers as floats to five
@@ -38,6 +54,7 @@ import sys
 import time
 
 ENGINES = ["polars", "duckdb", "pyarrow"]
+STORES = ["s3", "gcs", "azure", "http"]
 
 
 # --- the engine-independent checksum ---------------------------------------
@@ -82,29 +99,36 @@ def canonical_checksum(rows):
 # --- engines ------------------------------------------------------------------
 
 
-def duckdb_httpfs_path():
-    """The httpfs extension shipped by the duckdb-extension-httpfs wheel."""
-    import duckdb_extension_httpfs
+def duckdb_extension_path(name):
+    """The extension shipped by the duckdb-extension-NAME wheel."""
+    import importlib
 
-    root = os.path.dirname(duckdb_extension_httpfs.__file__)
-    found = glob.glob(os.path.join(root, "extensions", "*", "httpfs.duckdb_extension"))
+    module = importlib.import_module(f"duckdb_extension_{name}")
+    root = os.path.dirname(module.__file__)
+    found = glob.glob(os.path.join(root, "extensions", "*", f"{name}.duckdb_extension"))
     if not found:
-        raise RuntimeError(f"no httpfs.duckdb_extension under {root}")
+        raise RuntimeError(f"no {name}.duckdb_extension under {root}")
     return found[0]
 
 
-def duckdb_connect():
+def duckdb_extensions(store):
+    """The extensions DuckDB needs for `store`: httpfs, and azure for Azure."""
+    return ["httpfs", "azure"] if store == "azure" else ["httpfs"]
+
+
+def duckdb_connect(store="s3"):
     import duckdb
 
-    # Never download: the extension comes from PyPI with the matching version.
+    # Never download: the extensions come from PyPI with the matching version.
     con = duckdb.connect(
         config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
     )
-    con.execute(f"LOAD '{duckdb_httpfs_path()}'")
+    for name in duckdb_extensions(store):
+        con.execute(f"LOAD '{duckdb_extension_path(name)}'")
     return con
 
 
-def probe():
+def probe(store):
     report = {}
     for engine in ENGINES:
         try:
@@ -115,13 +139,19 @@ def probe():
             elif engine == "duckdb":
                 import duckdb
 
-                duckdb_connect().close()
-                version = f"{duckdb.__version__} + httpfs (duckdb-extension-httpfs)"
+                duckdb_connect(store).close()
+                extensions = " + ".join(
+                    f"{name} (duckdb-extension-{name})" for name in duckdb_extensions(store)
+                )
+                version = f"{duckdb.__version__} + {extensions}"
             else:
                 import pyarrow
                 import pyarrow.dataset  # noqa: F401
-                import pyarrow.fs  # noqa: F401
+                import pyarrow.fs
 
+                filesystem = PYARROW_FILESYSTEMS.get(store)
+                if filesystem and not hasattr(pyarrow.fs, filesystem):
+                    raise RuntimeError(f"this pyarrow has no pyarrow.fs.{filesystem}")
                 version = pyarrow.__version__
             report[engine] = {"ok": True, "version": version}
         except Exception as e:  # noqa: BLE001 - any failure means: skip the engine
@@ -129,42 +159,95 @@ def probe():
     return report
 
 
+# The pyarrow.fs filesystem of each store PyArrow has one for.
+PYARROW_FILESYSTEMS = {"s3": "S3FileSystem", "gcs": "GcsFileSystem", "azure": "AzureFileSystem"}
+
+
 def host_port(endpoint):
     return endpoint.split("://", 1)[1].rstrip("/")
+
+
+def azure_endpoint(args):
+    """The account's blob endpoint on Azurite (path style)."""
+    return f"{args.endpoint.rstrip('/')}/{args.account}"
+
+
+def table_sources(args, tables, scheme):
+    """Each table's files: a glob under `scheme://bucket/prefix`, or over HTTP
+    (no listing) the URLs of its --file keys."""
+    if args.store != "http":
+        return {name: f"{scheme}://{args.bucket}/{prefix}*.parquet" for name, prefix in tables}
+    files = [tuple(f.split("=", 1)) for f in args.file or []]
+    sources = {}
+    for name, _ in tables:
+        urls = [f"{args.endpoint.rstrip('/')}/{args.bucket}/{key}" for t, key in files if t == name]
+        if not urls:
+            raise ValueError(f"--store http needs --file {name}=KEY for table {name}")
+        sources[name] = urls
+    return sources
 
 
 def run_polars(args, tables):
     import polars as pl
 
-    options = {
-        "aws_access_key_id": args.access_key,
-        "aws_secret_access_key": args.secret_key,
-        "aws_region": args.region,
-        "aws_endpoint_url": args.endpoint,
-        "aws_allow_http": "true",
-        "aws_virtual_hosted_style_request": "false",
-    }
+    if args.store == "s3":
+        scheme, options = "s3", {
+            "aws_access_key_id": args.access_key,
+            "aws_secret_access_key": args.secret_key,
+            "aws_region": args.region,
+            "aws_endpoint_url": args.endpoint,
+            "aws_allow_http": "true",
+            "aws_virtual_hosted_style_request": "false",
+        }
+    elif args.store == "gcs":
+        # object_store's way to fake-gcs-server: a service-account key that
+        # names the base URL and turns OAuth off.
+        key = {
+            "gcs_base_url": args.endpoint.rstrip("/"),
+            "disable_oauth": True,
+            "client_email": "",
+            "private_key": "",
+            "private_key_id": "",
+        }
+        scheme, options = "gs", {"google_service_account_key": json.dumps(key)}
+    elif args.store == "azure":
+        scheme, options = "az", {
+            "azure_storage_account_name": args.account,
+            "azure_storage_account_key": args.account_key,
+            "azure_endpoint": azure_endpoint(args),
+            "azure_allow_http": "true",
+        }
+    else:
+        scheme, options = "http", None
     started = time.perf_counter()
     frames = {
-        name: pl.scan_parquet(f"s3://{args.bucket}/{prefix}*.parquet", storage_options=options)
-        for name, prefix in tables
+        name: pl.scan_parquet(source, storage_options=options)
+        for name, source in table_sources(args, tables, scheme).items()
     }
     rows = pl.SQLContext(frames=frames).execute(args.sql, eager=False).collect().rows()
     return started, rows
 
 
 def run_duckdb(args, tables):
-    con = duckdb_connect()
-    con.execute(
-        f"""CREATE SECRET peers (TYPE s3, KEY_ID '{args.access_key}', SECRET '{args.secret_key}',
-            REGION '{args.region}', ENDPOINT '{host_port(args.endpoint)}',
-            URL_STYLE 'path', USE_SSL false)"""
-    )
-    started = time.perf_counter()
-    for name, prefix in tables:
+    con = duckdb_connect(args.store)
+    if args.store in ("s3", "gcs"):
+        # GCS through its S3-interoperable XML API with HMAC keys, which
+        # fake-gcs-server serves (and does not check).
+        region = f"REGION '{args.region}'," if args.store == "s3" else ""
         con.execute(
-            f"CREATE VIEW {name} AS SELECT * FROM read_parquet('s3://{args.bucket}/{prefix}*.parquet')"
+            f"""CREATE SECRET peers (TYPE {args.store}, KEY_ID '{args.access_key}',
+                SECRET '{args.secret_key}', {region} ENDPOINT '{host_port(args.endpoint)}',
+                URL_STYLE 'path', USE_SSL false)"""
         )
+    elif args.store == "azure":
+        con.execute(
+            f"""CREATE SECRET peers (TYPE azure, CONNECTION_STRING
+                'DefaultEndpointsProtocol=http;AccountName={args.account};AccountKey={args.account_key};BlobEndpoint={azure_endpoint(args)};')"""
+        )
+    scheme = {"s3": "s3", "gcs": "gs", "azure": "az", "http": "http"}[args.store]
+    started = time.perf_counter()
+    for name, source in table_sources(args, tables, scheme).items():
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({source!r})")
     rows = con.execute(args.sql).fetchall()
     return started, rows
 
@@ -288,13 +371,33 @@ def run_pyarrow(args, tables):
     query = pyarrow_queries().get(args.query)
     if query is None:
         raise NotImplementedError(f"no PyArrow version of {args.query}")
-    fs = pafs.S3FileSystem(
-        access_key=args.access_key,
-        secret_key=args.secret_key,
-        region=args.region,
-        endpoint_override=host_port(args.endpoint),
-        scheme="http",
-    )
+    if args.store == "s3":
+        fs = pafs.S3FileSystem(
+            access_key=args.access_key,
+            secret_key=args.secret_key,
+            region=args.region,
+            endpoint_override=host_port(args.endpoint),
+            scheme="http",
+        )
+    elif args.store == "gcs":
+        fs = pafs.GcsFileSystem(
+            anonymous=True, endpoint_override=host_port(args.endpoint), scheme="http"
+        )
+    elif args.store == "azure":
+        # Azurite has no Data Lake (dfs) endpoint: both point at the blob
+        # service, which answers the hierarchical-namespace check with "no".
+        fs = pafs.AzureFileSystem(
+            account_name=args.account,
+            account_key=args.account_key,
+            blob_storage_authority=host_port(args.endpoint),
+            blob_storage_scheme="http",
+            dfs_storage_authority=host_port(args.endpoint),
+            dfs_storage_scheme="http",
+        )
+    else:
+        raise NotImplementedError(
+            "PyArrow has no HTTP filesystem; fsspec's would be another client"
+        )
     parquet = ds.ParquetFileFormat(
         default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=True)
     )
@@ -303,7 +406,10 @@ def run_pyarrow(args, tables):
     for name, prefix in tables:
         # Listed explicitly (one LIST): discovering a folder would first HEAD
         # it as an object, which s3s-fs answers with a 500 instead of a 404.
-        listed = fs.get_file_info(pafs.FileSelector(f"{args.bucket}/{prefix}", recursive=True))
+        folder = f"{args.bucket}/{prefix}"
+        if args.store != "s3":
+            folder = folder.rstrip("/")
+        listed = fs.get_file_info(pafs.FileSelector(folder, recursive=True))
         paths = sorted(i.path for i in listed if i.path.endswith(".parquet"))
         dataset = ds.dataset(paths, filesystem=fs, format=parquet)
         # Files whose Arrow schema says string_view (tpchgen's) are read as
@@ -350,20 +456,25 @@ def main():
     os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("probe")
+    p = sub.add_parser("probe")
+    p.add_argument("--store", choices=STORES, default="s3")
     r = sub.add_parser("run")
     r.add_argument("--engine", choices=ENGINES, required=True)
+    r.add_argument("--store", choices=STORES, default="s3")
     r.add_argument("--endpoint", required=True)
     r.add_argument("--bucket", required=True)
     r.add_argument("--table", action="append", required=True, help="NAME=PREFIX")
+    r.add_argument("--file", action="append", help="NAME=KEY: a table's file (http)")
     r.add_argument("--query", required=True)
     r.add_argument("--sql", required=True)
-    r.add_argument("--access-key", required=True)
-    r.add_argument("--secret-key", required=True)
-    r.add_argument("--region", required=True)
+    r.add_argument("--access-key", default="")
+    r.add_argument("--secret-key", default="")
+    r.add_argument("--region", default="")
+    r.add_argument("--account", default="")
+    r.add_argument("--account-key", default="")
     args = parser.parse_args()
     if args.command == "probe":
-        print(json.dumps(probe()))
+        print(json.dumps(probe(args.store)))
         return 0
     try:
         print(json.dumps(run(args)))

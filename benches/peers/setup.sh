@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set up the other engines of `prefetch-bench --suite peers`: a Python virtual
 # environment outside the clone (/var/tmp/dfprefetch-peers-venv by default,
-# or $DFPREFETCH_PEERS_VENV) with pinned Polars, DuckDB and its httpfs
-# extension (from PyPI: loads offline), and PyArrow.
+# or $DFPREFETCH_PEERS_VENV) with pinned Polars, DuckDB and its httpfs and
+# azure extensions (from PyPI: they load offline), and PyArrow.
 #
 #   bash benches/peers/setup.sh            # the venv (seconds when warm)
 #   bash benches/peers/setup.sh --server   # also an optimised S3 server build
@@ -16,10 +16,13 @@ cd "$(dirname "$0")/../.."
 
 VENV="${DFPREFETCH_PEERS_VENV:-/var/tmp/dfprefetch-peers-venv}"
 PYTHON="${PYTHON:-python3.11}"
-# The pins. DuckDB and its httpfs extension must be the same version.
+# The pins. DuckDB and its extensions must be the same version. The azure
+# extension (`--store azure` only) is installed on its own, so that DuckDB
+# runs on the other stores without it.
 ENGINES=(
   "polars==2.1.0"
   "duckdb==1.5.5 duckdb-extension-httpfs==1.5.5"
+  "duckdb==1.5.5 duckdb-extension-azure==1.5.5"
   "pyarrow==26.0.1"
 )
 

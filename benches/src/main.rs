@@ -5,6 +5,7 @@
 //! prefetch-bench --suite cross_file --latency fixed:100 --policies off,pipelined
 //! prefetch-bench --suite tpch --scale 1 --latency fixed:50 --plot tpch.svg
 //! prefetch-bench --suite peers --latency s3   # vs Polars, DuckDB, PyArrow over S3
+//! prefetch-bench --suite peers --store gcs --latency s3   # … over GCS (also azure, http)
 //! prefetch-bench --suite concurrent --clients 8 --latency s3  # one runtime, 8 clients
 //! prefetch-bench --suite many_files --files 10000,100000 --policies off,auto
 //! ```
@@ -136,10 +137,15 @@ struct Args {
     /// first query into this SVG (or PNG, by extension) file.
     #[arg(long)]
     plot: Option<PathBuf>,
-    /// peers: where the S3 server keeps the uploaded files (default:
-    /// `<data-dir>/peers_s3`; uploads are reused across runs).
-    #[arg(long)]
-    s3_root: Option<PathBuf>,
+    /// peers: the store the engines race on, each with its own client for
+    /// it: s3 (s3s-fs), gcs (fake-gcs-server), azure (Azurite) or http
+    /// (rclone serving a folder over WebDAV).
+    #[arg(long, value_enum, default_value = "s3")]
+    store: peers::Store,
+    /// peers: where the store's server keeps the uploaded files (default:
+    /// `<data-dir>/peers_<store>`; uploads are reused across runs).
+    #[arg(long, alias = "s3-root")]
+    server_root: Option<PathBuf>,
     /// peers: the Python of the venv `benches/peers/setup.sh` makes.
     #[arg(long, default_value = "/var/tmp/dfprefetch-peers-venv/bin/python")]
     python: PathBuf,
@@ -300,10 +306,11 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
     if args.suite == "peers" {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         return peers::run(peers::PeersConfig {
-            s3_root: args
-                .s3_root
+            wire: args.store,
+            server_root: args
+                .server_root
                 .clone()
-                .unwrap_or_else(|| args.data_dir.join("peers_s3")),
+                .unwrap_or_else(|| args.data_dir.join(format!("peers_{}", args.store.name()))),
             data_dir: args.data_dir.clone(),
             scale: args.scale,
             iterations: args.iterations,

@@ -1,9 +1,11 @@
-//! A loopback latency proxy in front of an S3 server, so that any engine's own
-//! S3 client — object_store, DuckDB's httpfs, the AWS C++ SDK — sees the same
-//! store: each request's first byte delayed by a first-byte latency drawn from
-//! a [`LatencyModel`] (LIST requests from the LIST model), and each
-//! connection's responses throttled to a bandwidth. It counts requests and
-//! bytes for everyone.
+//! A loopback latency proxy in front of an object store server (S3, GCS,
+//! Azure Blob or HTTP/WebDAV), so that any engine's own client for that store
+//! — object_store, DuckDB's httpfs and azure extensions, the AWS, Google
+//! Cloud and Azure C++ SDKs — sees the same store: each request's first byte
+//! delayed by a first-byte latency drawn from a [`LatencyModel`] (LIST
+//! requests, as the store's [`Wire`] tells them, from the LIST model), and
+//! each connection's responses throttled to a bandwidth. It counts requests
+//! and bytes for everyone.
 //!
 //! HTTP/1.1 only (every client here speaks it over `http://`): a client sends
 //! a request, then waits for its response before sending the next on the same
@@ -11,15 +13,19 @@
 //! forwarding it, and paces the bytes coming back; it parses request heads
 //! (and skips over request bodies by `Content-Length`), never responses.
 //!
-//! In front of an s3s-fs started without credentials
-//! (`LatencyProxy::start` with its folder), it also makes that server answer
+//! What is particular to one store is its [`Wire`]: how a LIST request looks,
+//! and what the proxy changes in a request head so that the emulator answers
+//! as the service would. In front of an s3s-fs started without credentials
+//! ([`Wire::S3`] with its folder), it makes that server answer
 //! as S3 does where it would not: s3s-fs answers a suffix range longer than
 //! the object (`Range: bytes=-N`, which Polars sends for a small file's
 //! footer) with `500 InternalError` where S3 returns the whole object, so the
 //! proxy shortens such a range to the object's size, read from the server's
 //! folder. Since that changes a signed header, it forwards every request
 //! without its `Authorization` header, which a server without credentials
-//! needs anyway.
+//! needs anyway. In front of fake-gcs-server ([`Wire::Gcs`]) it forwards every
+//! request with the server's own address as `Host`, the only one its XML API
+//! answers.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -41,7 +47,7 @@ use tokio::time::Instant;
 pub struct ProxyConfig {
     /// First-byte latency of GET and HEAD requests on objects.
     pub latency: LatencyModel,
-    /// First-byte latency of LIST requests (`GET /bucket?list-type=2…`).
+    /// First-byte latency of LIST requests (as [`Wire`] tells them).
     pub list_latency: LatencyModel,
     /// Bytes per second of one connection's responses; `None` = unlimited.
     pub bandwidth_bytes_per_sec: Option<u64>,
@@ -110,32 +116,26 @@ pub struct LatencyProxy {
 struct Shared {
     upstream: SocketAddr,
     config: ProxyConfig,
-    /// The folder of an s3s-fs upstream (`<folder>/<bucket>/<key>`): requests
-    /// are forwarded unsigned and suffix ranges clamped to the object.
-    s3s_fs_folder: Option<PathBuf>,
+    wire: Wire,
     rng: Mutex<StdRng>,
     stats: Arc<ProxyStats>,
 }
 
 impl LatencyProxy {
     /// Listen on a free loopback port and forward every connection to
-    /// `upstream`. With `s3s_fs_folder`, the upstream is an s3s-fs without
-    /// credentials serving that folder: requests go on without
-    /// `Authorization`, and a suffix range longer than its object is shortened
-    /// to the object's size (see the module's documentation).
+    /// `upstream`, a server of `wire`'s store.
     pub async fn start(
         upstream: SocketAddr,
         config: ProxyConfig,
-        s3s_fs_folder: Option<&Path>,
+        wire: Wire,
     ) -> std::io::Result<Self> {
-        let s3s_fs_folder = s3s_fs_folder.map(Path::to_path_buf);
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let stats = Arc::new(ProxyStats::default());
         let shared = Arc::new(Shared {
             upstream,
             config,
-            s3s_fs_folder,
+            wire,
             rng: Mutex::new(StdRng::seed_from_u64(config.seed)),
             stats: Arc::clone(&stats),
         });
@@ -219,8 +219,78 @@ impl<'a> Head<'a> {
     }
 }
 
-/// Whether a request head is a LIST, and its body length.
-fn parse_head(head: &[u8]) -> (bool, u64) {
+/// The store a [`LatencyProxy`] stands in front of: how its LIST requests
+/// look, and what the proxy changes in a request head before the server sees
+/// it. Every client of the same store sends the same kind of LIST, except GCS,
+/// which has two APIs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wire {
+    /// S3, path style: LIST is `GET /<bucket>?list-type=2…` (ListObjectsV2,
+    /// which every client here sends). With `s3s_fs_folder`, the server is an
+    /// s3s-fs without credentials serving that folder
+    /// (`<folder>/<bucket>/<key>`): requests go on without `Authorization`,
+    /// and a suffix range longer than its object is shortened to the object's
+    /// size (see the module's documentation).
+    S3 { s3s_fs_folder: Option<PathBuf> },
+    /// Google Cloud Storage: LIST is the XML API's `GET
+    /// /<bucket>?list-type=2…` (object_store, and DuckDB through the S3
+    /// interoperability API) or the JSON API's `GET /storage/v1/b/<bucket>/o?…`
+    /// (the Google Cloud C++ client in PyArrow). Requests are forwarded with
+    /// the server's address as `Host`: fake-gcs-server answers its XML API
+    /// only for its own (`-public-host`).
+    Gcs,
+    /// Azure Blob Storage: LIST is List Blobs, `GET
+    /// /<account>/<container>?restype=container&comp=list…` (path style, as on
+    /// Azurite). Forwarded as they are (Shared Key signs no host).
+    Azure,
+    /// Plain HTTP with WebDAV: LIST is `PROPFIND` (object_store's
+    /// `HttpStore`; the other engines are given file URLs and never list).
+    Http,
+}
+
+impl Wire {
+    /// Whether a request (its method and target) is this store's LIST.
+    fn is_list(&self, method: &str, target: &str) -> bool {
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let param = |name: &str, value: &str| {
+            query
+                .split('&')
+                .any(|pair| pair.split_once('=').unwrap_or((pair, "")) == (name, value))
+        };
+        let s3_list = method == "GET" && segments.len() == 1 && param("list-type", "2");
+        match self {
+            Wire::S3 { .. } => s3_list,
+            Wire::Gcs => {
+                s3_list
+                    || (method == "GET"
+                        && matches!(segments.as_slice(), ["storage", "v1", "b", _, "o"]))
+            }
+            Wire::Azure => {
+                method == "GET" && param("restype", "container") && param("comp", "list")
+            }
+            Wire::Http => method == "PROPFIND",
+        }
+    }
+
+    /// The head to send the server at `upstream` for a client's `head`.
+    fn forward(&self, head: &[u8], upstream: SocketAddr) -> Vec<u8> {
+        match self {
+            Wire::S3 {
+                s3s_fs_folder: Some(folder),
+            } => as_s3_for_s3s_fs(head, folder),
+            Wire::Gcs => with_host(head, &upstream.to_string()),
+            Wire::S3 {
+                s3s_fs_folder: None,
+            }
+            | Wire::Azure
+            | Wire::Http => head.to_vec(),
+        }
+    }
+}
+
+/// A request head's LIST-ness under `wire`, and its body length.
+fn parse_head(head: &[u8], wire: &Wire) -> (bool, u64) {
     let text = String::from_utf8_lossy(head);
     let Head {
         method,
@@ -228,16 +298,33 @@ fn parse_head(head: &[u8]) -> (bool, u64) {
         headers,
         ..
     } = Head::of(&text);
-    // Path-style LIST: `GET /bucket?list-type=2&prefix=…` (or `GET /bucket/?…`).
-    let path = target.split('?').next().unwrap_or_default();
-    let is_list =
-        method == "GET" && target.contains('?') && path.trim_matches('/').split('/').count() == 1;
     let body = headers
         .filter_map(|line| line.split_once(':'))
         .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
         .and_then(|(_, value)| value.trim().parse().ok())
         .unwrap_or(0);
-    (is_list, body)
+    (wire.is_list(method, target), body)
+}
+
+/// `head` with its `Host` header (or a new one) set to `host`.
+fn with_host(head: &[u8], host: &str) -> Vec<u8> {
+    let text = String::from_utf8_lossy(head);
+    let Head {
+        request_line,
+        headers,
+        ..
+    } = Head::of(&text);
+    let mut out = vec![request_line.to_string(), format!("Host: {host}")];
+    out.extend(
+        headers
+            .filter(|line| {
+                !line
+                    .split_once(':')
+                    .is_some_and(|(name, _)| name.trim().eq_ignore_ascii_case("host"))
+            })
+            .map(str::to_string),
+    );
+    out.join("\r\n").into_bytes()
 }
 
 /// A request head for an s3s-fs without credentials serving `folder`: without
@@ -304,7 +391,7 @@ async fn requests(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, shared: Arc<S
         if body_left == 0
             && let Some(end) = head_end(&buf)
         {
-            let (is_list, body) = parse_head(&buf[..end]);
+            let (is_list, body) = parse_head(&buf[..end], &shared.wire);
             shared.stats.requests.fetch_add(1, Ordering::SeqCst);
             let model = if is_list {
                 shared.stats.list_requests.fetch_add(1, Ordering::SeqCst);
@@ -316,10 +403,7 @@ async fn requests(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, shared: Arc<S
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
-            let head = match &shared.s3s_fs_folder {
-                Some(folder) => as_s3_for_s3s_fs(&buf[..end], folder),
-                None => buf[..end].to_vec(),
-            };
+            let head = shared.wire.forward(&buf[..end], shared.upstream);
             if to.write_all(&head).await.is_err() {
                 return;
             }
@@ -417,7 +501,7 @@ mod tests {
             bandwidth_bytes_per_sec: Some(4 * 1024 * 1024),
             seed: 1,
         };
-        let proxy = LatencyProxy::start(upstream(body).await, config, None)
+        let proxy = LatencyProxy::start(upstream(body).await, config, Wire::Http)
             .await
             .unwrap();
         let mut conn = TcpStream::connect(proxy.addr()).await.unwrap();
@@ -429,7 +513,7 @@ mod tests {
         assert!(took < Duration::from_secs(2), "{took:?}");
         // A second request on the same connection waits its own latency; a
         // LIST waits the LIST latency. A PUT's body is forwarded, not parsed.
-        let list = "GET /bucket?list-type=2&prefix=t%2F HTTP/1.1\r\nHost: x\r\n\r\n";
+        let list = "PROPFIND /bucket/t/ HTTP/1.1\r\nHost: x\r\nDepth: infinity\r\n\r\n";
         let took = exchange(&mut conn, list, head_len + body).await;
         assert!(took >= Duration::from_millis(240), "{took:?}");
         let put = "PUT /bucket/k HTTP/1.1\r\nHost: x\r\nContent-Length: 14\r\n\r\nGET / HTTP/1.1";
@@ -471,16 +555,93 @@ mod tests {
     }
 
     #[test]
-    fn tells_lists_from_object_reads() {
-        let head = |line: &str| parse_head(format!("{line}\r\nHost: x\r\n\r\n").as_bytes());
-        assert_eq!(head("GET /b?list-type=2&prefix=a HTTP/1.1"), (true, 0));
-        assert_eq!(head("GET /b/?list-type=2 HTTP/1.1"), (true, 0));
-        assert_eq!(head("GET /b/a/c.parquet HTTP/1.1"), (false, 0));
-        assert_eq!(head("GET /b/a.parquet?versionId=1 HTTP/1.1"), (false, 0));
-        assert_eq!(head("HEAD /b/a.parquet HTTP/1.1"), (false, 0));
+    fn tells_each_stores_lists_from_object_reads() {
+        let s3 = Wire::S3 {
+            s3s_fs_folder: None,
+        };
+        let lists = [
+            (&s3, "GET /b?list-type=2&prefix=a"),
+            (&s3, "GET /b/?list-type=2"),
+            (&s3, "GET /b?prefix=a&list-type=2&continuation-token=x"),
+            (&Wire::Gcs, "GET /b?list-type=2&prefix=a%2F"),
+            (&Wire::Gcs, "GET /storage/v1/b/b/o?prefix=a%2F&pageToken=x"),
+            (&Wire::Gcs, "GET /storage/v1/b/b/o"),
+            (
+                &Wire::Azure,
+                "GET /devstoreaccount1/c?restype=container&comp=list&prefix=a%2F",
+            ),
+            (
+                &Wire::Azure,
+                "GET /devstoreaccount1/c?comp=list&restype=container",
+            ),
+            (&Wire::Http, "PROPFIND /peers/t/"),
+        ];
+        let reads = [
+            (&s3, "GET /b/a/c.parquet"),
+            (&s3, "GET /b/a.parquet?versionId=1"),
+            (&s3, "HEAD /b/a.parquet"),
+            (&s3, "GET /b?location"),
+            (&s3, "GET /b/a?list-type=2"),
+            (&s3, "PROPFIND /b/"),
+            (&Wire::Gcs, "GET /b/a/c.parquet"),
+            (&Wire::Gcs, "GET /storage/v1/b/b/o/a%2Fc.parquet?alt=media"),
+            (&Wire::Gcs, "GET /storage/v1/b/b/o/a%2Fc.parquet"),
+            (&Wire::Gcs, "GET /storage/v1/b/b"),
+            (&Wire::Azure, "GET /devstoreaccount1/c/a/c.parquet"),
+            (&Wire::Azure, "HEAD /devstoreaccount1/c/a/c.parquet"),
+            (&Wire::Azure, "GET /devstoreaccount1/c?restype=container"),
+            (&Wire::Azure, "GET /devstoreaccount1/c?list-type=2"),
+            (&Wire::Http, "GET /peers/t/a.parquet"),
+            (&Wire::Http, "HEAD /peers/t/a.parquet"),
+            (&Wire::Http, "GET /b?list-type=2"),
+        ];
+        let head = |wire: &Wire, line: &str| {
+            parse_head(
+                format!("{line} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+                wire,
+            )
+        };
+        for (wire, line) in lists {
+            assert_eq!(head(wire, line), (true, 0), "{wire:?} {line}");
+        }
+        for (wire, line) in reads {
+            assert_eq!(head(wire, line), (false, 0), "{wire:?} {line}");
+        }
         assert_eq!(
-            parse_head(b"PUT /b/k HTTP/1.1\r\ncontent-length: 42\r\n\r\n"),
+            parse_head(b"PUT /b/k HTTP/1.1\r\ncontent-length: 42\r\n\r\n", &s3),
             (false, 42)
+        );
+    }
+
+    #[test]
+    fn only_s3s_fs_and_gcs_requests_are_changed() {
+        let upstream: SocketAddr = "127.0.0.1:4443".parse().unwrap();
+        let signed = "GET /b/t/k.parquet HTTP/1.1\r\nhost: 127.0.0.1:9\r\n\
+            Authorization: AWS4-HMAC-SHA256 Credential=k\r\nRange: bytes=-100\r\n\r\n";
+        let forward =
+            |wire: Wire| String::from_utf8(wire.forward(signed.as_bytes(), upstream)).unwrap();
+        // Only in front of s3s-fs does a signed request lose its signature.
+        for wire in [
+            Wire::S3 {
+                s3s_fs_folder: None,
+            },
+            Wire::Azure,
+            Wire::Http,
+        ] {
+            assert_eq!(forward(wire), signed);
+        }
+        let folder = tempfile::tempdir().unwrap();
+        assert!(
+            !forward(Wire::S3 {
+                s3s_fs_folder: Some(folder.path().to_path_buf())
+            })
+            .contains("Authorization")
+        );
+        // GCS: the server's own address as Host, everything else as it was.
+        assert_eq!(
+            forward(Wire::Gcs),
+            "GET /b/t/k.parquet HTTP/1.1\r\nHost: 127.0.0.1:4443\r\n\
+            Authorization: AWS4-HMAC-SHA256 Credential=k\r\nRange: bytes=-100\r\n\r\n"
         );
     }
 }

@@ -1,11 +1,17 @@
 //! `--suite peers`: this project against the engines users would pick
-//! instead, all reading the same Parquet files from the same S3-compatible
-//! server (s3s-fs) through the same [latency proxy](crate::proxy), each with
-//! its own S3 client, in one run.
+//! instead, all reading the same Parquet files from the same object store
+//! server through the same [latency proxy](crate::proxy), each with its own
+//! client for that store, in one run. `--store` picks the wire: S3 (s3s-fs,
+//! the default), GCS (fake-gcs-server), Azure Blob (Azurite) or HTTP (rclone
+//! serving a folder over WebDAV).
 //!
 //! Engines: DataFusion `off` (stock), DataFusion under this project's default
-//! policy, Polars (`scan_parquet` on `s3://`), DuckDB (httpfs from PyPI) and
-//! PyArrow datasets (`S3FileSystem`, `pre_buffer`). Every run is its own
+//! policy (object_store's client for the store), Polars (`scan_parquet`, its
+//! object_store client), DuckDB (its httpfs and azure extensions from PyPI)
+//! and PyArrow datasets (`S3FileSystem` / `GcsFileSystem` /
+//! `AzureFileSystem`, `pre_buffer`). An engine that has no client for a store
+//! is reported as impossible on that wire, with the reason
+//! ([`impossible`]). Every run is its own
 //! process — DataFusion's a re-run of this binary (`prefetch-bench
 //! peer-worker …`), the others `benches/peers/peers.py run …` in the venv of
 //! `benches/peers/setup.sh` — which reports its wall time, result and peak
@@ -24,13 +30,14 @@ use datafusion_prefetch::{PrefetchPolicy, prefetching_context};
 use datafusion_prefetch_s3server::{ACCESS_KEY, REGION, S3Server, SECRET_KEY};
 use datafusion_prefetch_simstore::SimulatedStoreConfig;
 use datafusion_prefetch_testdata::{Numbers, canonical_lines, checksum};
-use object_store::aws::{AmazonS3, AmazonS3Builder};
+use datafusion_prefetch_wireservers::{AzureServer, GcsServer, HttpServer, azure, gcs, http};
+use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 use serde::Serialize;
 use url::Url;
 
-use crate::proxy::{LatencyProxy, ProxyConfig};
+use crate::proxy::{LatencyProxy, ProxyConfig, Wire};
 use crate::suites::{self, ClickbenchCopy, SuiteOptions};
 
 mod queries;
@@ -40,12 +47,88 @@ use queries::{Compare, PeerQuery, peer_queries};
 
 const BUCKET: &str = "peers";
 
+/// The object store server (and wire) the engines race on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Store {
+    /// S3: s3s-fs.
+    #[default]
+    S3,
+    /// Google Cloud Storage: fake-gcs-server.
+    Gcs,
+    /// Azure Blob Storage: Azurite's blob service.
+    Azure,
+    /// Plain HTTP: rclone serving a folder over WebDAV.
+    Http,
+}
+
+impl Store {
+    /// The name `--store` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Store::S3 => "s3",
+            Store::Gcs => "gcs",
+            Store::Azure => "azure",
+            Store::Http => "http",
+        }
+    }
+
+    fn parse(name: &str) -> Result<Self, String> {
+        [Store::S3, Store::Gcs, Store::Azure, Store::Http]
+            .into_iter()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| format!("unknown store {name:?} (s3, gcs, azure or http)"))
+    }
+
+    /// The server that plays this store.
+    fn server_name(self) -> &'static str {
+        match self {
+            Store::S3 => "s3s-fs",
+            Store::Gcs => "fake-gcs-server 1.54.0",
+            Store::Azure => "Azurite 3.35.0",
+            Store::Http => "rclone 1.75.2 serve webdav",
+        }
+    }
+
+    /// The URL of `key` (a table's prefix) in the bucket, for DataFusion, and
+    /// the URL its store is registered for; `endpoint` is the proxy's.
+    fn table_url(self, endpoint: &str, key: &str) -> (String, Url) {
+        let base = match self {
+            Store::S3 => format!("s3://{BUCKET}"),
+            Store::Gcs => format!("gs://{BUCKET}"),
+            Store::Azure => format!("az://{BUCKET}"),
+            // object_store's HttpStore is built on the server's root; the
+            // bucket is its first folder.
+            Store::Http => endpoint.trim_end_matches('/').to_string(),
+        };
+        let url = Url::parse(&base).expect("a valid url");
+        let table = match self {
+            Store::Http => format!("{base}/{BUCKET}/{key}"),
+            _ => format!("{base}/{key}"),
+        };
+        (table, url)
+    }
+}
+
+/// Why `engine` cannot run on `store`'s wire, if it cannot: no client of its
+/// own for that store. Reported like an engine that is not installed.
+pub fn impossible(engine: &str, store: Store) -> Option<&'static str> {
+    match (engine, store) {
+        ("pyarrow", Store::Http) => Some(
+            "PyArrow has no HTTP filesystem (pyarrow.fs has S3, GCS, Azure, HDFS and local ones); \
+             fsspec's HTTPFileSystem would race fsspec's aiohttp client, not PyArrow's",
+        ),
+        _ => None,
+    }
+}
+
 /// How one `--suite peers` invocation runs.
 #[derive(Debug, Clone)]
 pub struct PeersConfig {
     pub data_dir: PathBuf,
-    /// Where the S3 server keeps its objects (uploads are reused across runs).
-    pub s3_root: PathBuf,
+    /// The store the engines read from.
+    pub wire: Store,
+    /// Where its server keeps its objects (uploads are reused across runs).
+    pub server_root: PathBuf,
     pub scale: f64,
     pub iterations: usize,
     /// The queries: the quick set or the full race.
@@ -134,10 +217,19 @@ pub fn canonical_checksum(batches: &[RecordBatch]) -> Result<(usize, String)> {
 
 // --- the DataFusion engine process -------------------------------------------
 
-/// object_store's S3 client for bucket [`BUCKET`] at `endpoint`, signing as
-/// it would on S3 (the proxy drops the signature before the server).
-fn client(endpoint: &str) -> Result<AmazonS3> {
-    Ok(builder(endpoint).build()?)
+/// object_store's client for bucket [`BUCKET`] of `store` at `endpoint` (the
+/// proxy's): for S3 signing as it would on S3 (the proxy drops the signature
+/// before s3s-fs); for the others the wire-servers crate's client for the
+/// emulator.
+fn client(store: Store, endpoint: &str) -> Result<Arc<dyn ObjectStore>> {
+    Ok(match store {
+        Store::S3 => Arc::new(builder(endpoint).build()?),
+        Store::Gcs => Arc::new(gcs::builder(endpoint, BUCKET).build()?),
+        Store::Azure => {
+            Arc::new(azure::builder(&format!("{endpoint}/{}", azure::ACCOUNT), BUCKET).build()?)
+        }
+        Store::Http => Arc::new(http::builder(endpoint).build()?),
+    })
 }
 
 fn builder(endpoint: &str) -> AmazonS3Builder {
@@ -163,7 +255,9 @@ fn peak_rss_bytes() -> u64 {
         .map_or(0, |kib| kib * 1024)
 }
 
+#[derive(Debug)]
 struct WorkerArgs {
+    store: Store,
     endpoint: String,
     policy: String,
     partitions: usize,
@@ -174,6 +268,7 @@ struct WorkerArgs {
 
 fn parse_worker_args(args: &[String]) -> Result<WorkerArgs, String> {
     let mut parsed = WorkerArgs {
+        store: Store::S3,
         endpoint: String::new(),
         policy: "off".into(),
         partitions: 1,
@@ -190,6 +285,7 @@ fn parse_worker_args(args: &[String]) -> Result<WorkerArgs, String> {
                 .ok_or(format!("{flag} {v}: expected NAME=VALUE"))
         };
         match flag.as_str() {
+            "--store" => parsed.store = Store::parse(&value)?,
             "--endpoint" => parsed.endpoint = value,
             "--policy" => parsed.policy = value,
             "--partitions" => parsed.partitions = value.parse().map_err(|e| format!("{e}"))?,
@@ -203,7 +299,7 @@ fn parse_worker_args(args: &[String]) -> Result<WorkerArgs, String> {
 }
 
 async fn worker_run(args: &WorkerArgs) -> Result<serde_json::Value> {
-    let store: Arc<dyn ObjectStore> = Arc::new(client(&args.endpoint)?);
+    let store = client(args.store, &args.endpoint)?;
     let ctx = prefetching_context(SessionConfig::new().with_target_partitions(args.partitions));
     ctx.sql(&format!("SET prefetch.policy = '{}'", args.policy))
         .await?
@@ -215,16 +311,13 @@ async fn worker_run(args: &WorkerArgs) -> Result<serde_json::Value> {
             .collect()
             .await?;
     }
-    let url = Url::parse(&format!("s3://{BUCKET}")).expect("a valid url");
+    let (_, url) = args.store.table_url(&args.endpoint, "");
     let started = Instant::now();
     ctx.register_object_store(&url, store);
     for (name, prefix) in &args.tables {
-        ctx.register_parquet(
-            name.as_str(),
-            format!("s3://{BUCKET}/{prefix}"),
-            ParquetReadOptions::default(),
-        )
-        .await?;
+        let (table, _) = args.store.table_url(&args.endpoint, prefix);
+        ctx.register_parquet(name.as_str(), table, ParquetReadOptions::default())
+            .await?;
     }
     let batches = ctx.sql(&args.sql).await?.collect().await?;
     let wall = started.elapsed();
@@ -304,7 +397,8 @@ fn run_child(mut command: Command, timeout: Duration) -> Result<Reported, String
     }
 }
 
-/// The Python engines that import (and, for DuckDB, load httpfs), or why not.
+/// The Python engines that import (and, for DuckDB, load the extension the
+/// store needs), or why not.
 fn probe_python(
     config: &PeersConfig,
     script: &Path,
@@ -320,6 +414,7 @@ fn probe_python(
     let out = Command::new(&config.python)
         .arg(script)
         .arg("probe")
+        .args(["--store", config.wire.name()])
         .stderr(Stdio::inherit())
         .output();
     let report: serde_json::Value = match out
@@ -343,27 +438,120 @@ fn probe_python(
         .collect()
 }
 
-/// Upload every Parquet file of `dir` to `prefix`, skipping objects the server
-/// already holds at the same size.
-async fn upload_dir(s3: &AmazonS3, dir: &Path, prefix: &str) -> Result<(usize, u64)> {
+/// The Parquet files of `dir`, sorted.
+fn parquet_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut names: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
         .collect();
     names.sort();
-    let (mut uploaded, mut bytes) = (0, 0);
-    for path in names {
-        let name = path.file_name().expect("a file").to_string_lossy();
-        let key = ObjectPath::from(format!("{prefix}{name}"));
-        let len = std::fs::metadata(&path)?.len();
-        if s3.head(&key).await.is_ok_and(|meta| meta.size == len) {
-            continue;
-        }
-        s3.put(&key, std::fs::read(&path)?.into()).await?;
-        uploaded += 1;
-        bytes += len;
+    Ok(names)
+}
+
+/// The running server of a [`Store`].
+enum Server {
+    S3(S3Server),
+    Gcs(GcsServer),
+    Azure(AzureServer),
+    Http(HttpServer),
+}
+
+impl Server {
+    /// Start `store`'s server over `root`, with bucket [`BUCKET`]. The S3
+    /// server runs without credentials so that the proxy may change a request
+    /// where s3s-fs would answer it unlike S3 (see proxy.rs); Azurite skips
+    /// its API version check, which PyArrow's Azure SDK would fail.
+    fn start(store: Store, root: &Path) -> Result<Self, String> {
+        std::fs::create_dir_all(root).map_err(|e| format!("creating {}: {e}", root.display()))?;
+        Ok(match store {
+            Store::S3 => Server::S3(
+                S3Server::start_anonymous_in(root, &[BUCKET]).map_err(|e| e.to_string())?,
+            ),
+            Store::Gcs => Server::Gcs(GcsServer::start_in(root, &[BUCKET])?),
+            Store::Azure => Server::Azure(AzureServer::start_in_with_args(
+                root,
+                &[BUCKET],
+                &["--skipApiVersionCheck"],
+            )?),
+            Store::Http => Server::Http(HttpServer::start_in(root, &[BUCKET])?),
+        })
     }
-    Ok((uploaded, bytes))
+
+    fn addr(&self) -> std::net::SocketAddr {
+        match self {
+            Server::S3(s) => s.addr(),
+            Server::Gcs(s) => s.addr(),
+            Server::Azure(s) => s.addr(),
+            Server::Http(s) => s.addr(),
+        }
+    }
+
+    fn binary(&self) -> &Path {
+        match self {
+            Server::S3(s) => s.binary(),
+            Server::Gcs(s) => s.binary(),
+            Server::Azure(s) => s.binary(),
+            Server::Http(s) => s.binary(),
+        }
+    }
+
+    /// What the proxy in front of this server must know of it.
+    fn wire(&self) -> Wire {
+        match self {
+            Server::S3(s) => Wire::S3 {
+                s3s_fs_folder: Some(s.root().to_path_buf()),
+            },
+            Server::Gcs(_) => Wire::Gcs,
+            Server::Azure(_) => Wire::Azure,
+            Server::Http(_) => Wire::Http,
+        }
+    }
+
+    /// Put the file at `path` into the bucket as `key`, unless an object of
+    /// the same size is there already; whether it was put.
+    async fn upload(&self, path: &Path, key: &str) -> Result<bool> {
+        let len = std::fs::metadata(path)?.len();
+        let direct = match self {
+            Server::S3(s) => builder(&s.endpoint())
+                .with_skip_signature(true)
+                .build()
+                .map(|c| Arc::new(c) as Arc<dyn ObjectStore>)?,
+            Server::Gcs(s) => Arc::new(s.builder(BUCKET).build()?),
+            Server::Azure(s) => Arc::new(s.builder(BUCKET).build()?),
+            Server::Http(s) => {
+                // rclone serves its folder as it is: link the file in.
+                let dest = s.root().join(BUCKET).join(key);
+                if std::fs::metadata(&dest).is_ok_and(|m| m.len() == len) {
+                    return Ok(false);
+                }
+                std::fs::create_dir_all(dest.parent().expect("a folder"))?;
+                let _ = std::fs::remove_file(&dest);
+                if std::fs::hard_link(path, &dest).is_err() {
+                    std::fs::copy(path, &dest)?;
+                }
+                return Ok(true);
+            }
+        };
+        let location = ObjectPath::from(key);
+        if direct
+            .head(&location)
+            .await
+            .is_ok_and(|meta| meta.size == len)
+        {
+            return Ok(false);
+        }
+        let bytes = std::fs::read(path)?;
+        match self {
+            // fake-gcs-server refuses object_store's uploads.
+            Server::Gcs(s) => s
+                .put_object(BUCKET, key, &bytes)
+                .map_err(DataFusionError::Execution)?,
+            _ => {
+                direct.put(&location, bytes.into()).await?;
+            }
+        }
+        Ok(true)
+    }
 }
 
 fn median(values: impl Iterator<Item = f64>) -> f64 {
@@ -384,6 +572,8 @@ struct Peers {
     config: PeersConfig,
     engines: Vec<Engine>,
     skipped: Vec<(String, String)>,
+    /// Engines with no client for this store, and why.
+    impossible: Vec<(String, String)>,
     queries: Vec<PeerQuery>,
     runs: Vec<PeerRun>,
 }
@@ -401,8 +591,12 @@ impl Peers {
 
     fn title(&self) -> String {
         format!(
-            "peers — latency {}, {} partition(s), scale {}",
-            self.config.latency_label, self.config.partitions, self.config.scale
+            "peers — {} ({}), latency {}, {} partition(s), scale {}",
+            self.config.wire.name(),
+            self.config.wire.server_name(),
+            self.config.latency_label,
+            self.config.partitions,
+            self.config.scale
         )
     }
 
@@ -507,6 +701,16 @@ impl Peers {
              Requests and bytes: counted by the proxy. Peak RSS: of the engine's process. \
              `time vs {ours}` > 1 means slower than {ours}."
         );
+        if !self.impossible.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nNot possible on the {} wire:\n",
+                self.config.wire.name()
+            );
+            for (engine, why) in &self.impossible {
+                let _ = writeln!(out, "- {engine}: {why}");
+            }
+        }
         if !self.skipped.is_empty() {
             let _ = writeln!(out, "\nSkipped engines:\n");
             for (engine, why) in &self.skipped {
@@ -602,39 +806,47 @@ pub async fn run(config: PeersConfig) -> Result<bool, Box<dyn std::error::Error>
         }
     }
 
-    // The server, the uploads (kept in --s3-root across runs), the proxy. The
-    // server runs without credentials so that the proxy may change a request
-    // where s3s-fs would answer it unlike S3 (see proxy.rs).
-    std::fs::create_dir_all(&config.s3_root)?;
-    let server = S3Server::start_anonymous_in(&config.s3_root, &[BUCKET])?;
+    // The server, the uploads (kept in --server-root across runs), the proxy.
+    let server = Server::start(config.wire, &config.server_root)?;
     eprintln!(
-        "S3 server: {} at {} (objects in {})",
+        "{} server: {} at {} (objects in {})",
+        config.wire.name(),
         server.binary().display(),
-        server.endpoint(),
-        config.s3_root.display()
+        server.addr(),
+        config.server_root.display()
     );
-    if !server.binary().to_string_lossy().contains("/release/") {
+    if config.wire == Store::S3 && !server.binary().to_string_lossy().contains("/release/") {
         eprintln!(
             "note: a debug build of the S3 server; `bash benches/peers/setup.sh --server` \
              installs an optimised one for measurements"
         );
     }
-    let s3 = builder(&server.endpoint())
-        .with_skip_signature(true)
-        .build()?;
-    for (dir, prefix) in &local {
-        let (files, bytes) = upload_dir(&s3, dir, prefix).await?;
-        if files > 0 {
+    // Each table's files, as keys in the bucket (the Python engines are given
+    // them where their client cannot list the store).
+    let mut files: Vec<(&'static str, String)> = vec![];
+    for ((dir, prefix), (table, _)) in local.iter().zip(&prefixes) {
+        let (mut uploaded, mut bytes) = (0, 0);
+        for path in parquet_files(dir)? {
+            let name = path.file_name().expect("a file").to_string_lossy();
+            let key = format!("{prefix}{name}");
+            if server.upload(&path, &key).await? {
+                uploaded += 1;
+                bytes += std::fs::metadata(&path)?.len();
+            }
+            files.push((table, key));
+        }
+        if uploaded > 0 {
             eprintln!(
-                "uploaded {files} files ({:.1} MiB) to s3://{BUCKET}/{prefix}",
-                mib(bytes as f64)
+                "uploaded {uploaded} files ({:.1} MiB) to {}/{BUCKET}/{prefix}",
+                mib(bytes as f64),
+                config.wire.name()
             );
         }
     }
     let proxy = LatencyProxy::start(
         server.addr(),
         ProxyConfig::from(&config.store),
-        Some(&config.s3_root),
+        server.wire(),
     )
     .await?;
 
@@ -648,7 +860,13 @@ pub async fn run(config: PeersConfig) -> Result<bool, Box<dyn std::error::Error>
             Engine::Python(_) => {}
         }
     }
+    let mut impossible_here = vec![];
     for (name, probe) in probe_python(&config, &script) {
+        if let Some(why) = impossible(name, config.wire) {
+            eprintln!("IMPOSSIBLE {name} on {}: {why}", config.wire.name());
+            impossible_here.push((name.to_string(), why.to_string()));
+            continue;
+        }
         match probe {
             Ok(version) => {
                 eprintln!("{name}: {version}");
@@ -665,6 +883,7 @@ pub async fn run(config: PeersConfig) -> Result<bool, Box<dyn std::error::Error>
         config: config.clone(),
         engines: engines.clone(),
         skipped,
+        impossible: impossible_here,
         queries: queries.clone(),
         runs: vec![],
     };
@@ -688,6 +907,7 @@ pub async fn run(config: PeersConfig) -> Result<bool, Box<dyn std::error::Error>
                     Engine::DataFusion(policy) => {
                         let mut c = Command::new(&exe);
                         c.arg("peer-worker")
+                            .args(["--store", config.wire.name()])
                             .args(["--endpoint", &proxy.endpoint()])
                             .args(["--policy", policy.name()])
                             .args(["--partitions", &config.partitions.to_string()])
@@ -707,15 +927,24 @@ pub async fn run(config: PeersConfig) -> Result<bool, Box<dyn std::error::Error>
                         c.arg(&script)
                             .arg("run")
                             .args(["--engine", name])
+                            .args(["--store", config.wire.name()])
                             .args(["--endpoint", &proxy.endpoint()])
                             .args(["--bucket", BUCKET])
                             .args(["--query", &query.name])
                             .args(["--sql", &query.portable_sql])
                             .args(["--access-key", ACCESS_KEY])
                             .args(["--secret-key", SECRET_KEY])
-                            .args(["--region", REGION]);
+                            .args(["--region", REGION])
+                            .args(["--account", azure::ACCOUNT])
+                            .args(["--account-key", azure::ACCOUNT_KEY]);
                         for t in &tables {
                             c.args(["--table", t]);
+                        }
+                        // Only HTTP has no listing for them.
+                        for (table, key) in files.iter().filter(|_| config.wire == Store::Http) {
+                            if query.tables.contains(table) {
+                                c.args(["--file", &format!("{table}={key}")]);
+                            }
                         }
                         c
                     }
@@ -797,14 +1026,18 @@ pub async fn run(config: PeersConfig) -> Result<bool, Box<dyn std::error::Error>
     if let Some(path) = &config.json {
         #[derive(Serialize)]
         struct Output<'a> {
+            store: &'static str,
             runs: &'a [PeerRun],
             skipped: &'a [(String, String)],
+            impossible: &'a [(String, String)],
         }
         std::fs::write(
             path,
             serde_json::to_string_pretty(&Output {
+                store: config.wire.name(),
                 runs: &peers.runs,
                 skipped: &peers.skipped,
+                impossible: &peers.impossible,
             })?,
         )?;
     }
@@ -821,6 +1054,83 @@ mod tests {
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
 
     use super::*;
+
+    #[test]
+    fn the_worker_takes_its_store_and_tables() {
+        let args: Vec<String> = [
+            "--store",
+            "azure",
+            "--endpoint",
+            "http://127.0.0.1:9",
+            "--policy",
+            "auto",
+            "--partitions",
+            "2",
+            "--table",
+            "t=cross_file/t/",
+            "--setting",
+            "memory_budget=64MiB",
+            "--sql",
+            "SELECT 1",
+        ]
+        .map(String::from)
+        .to_vec();
+        let parsed = parse_worker_args(&args).unwrap();
+        assert_eq!(parsed.store, Store::Azure);
+        assert_eq!(parsed.endpoint, "http://127.0.0.1:9");
+        assert_eq!(parsed.partitions, 2);
+        assert_eq!(parsed.tables, vec![("t".into(), "cross_file/t/".into())]);
+        assert_eq!(
+            parsed.settings,
+            vec![("memory_budget".into(), "64MiB".into())]
+        );
+        // S3 unless told otherwise; an unknown store, flag or pair is refused.
+        assert_eq!(parse_worker_args(&[]).unwrap().store, Store::S3);
+        for bad in [
+            &["--store", "ftp"][..],
+            &["--stores", "s3"],
+            &["--table", "t"],
+            &["--store"],
+        ] {
+            let bad: Vec<String> = bad.iter().map(|s| s.to_string()).collect();
+            assert!(parse_worker_args(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn each_store_has_its_table_urls() {
+        let endpoint = "http://127.0.0.1:9";
+        let cases = [
+            (Store::S3, "s3://peers/tpch/lineitem/", "s3://peers"),
+            (Store::Gcs, "gs://peers/tpch/lineitem/", "gs://peers"),
+            (Store::Azure, "az://peers/tpch/lineitem/", "az://peers"),
+            (
+                Store::Http,
+                "http://127.0.0.1:9/peers/tpch/lineitem/",
+                "http://127.0.0.1:9",
+            ),
+        ];
+        for (store, table, registered) in cases {
+            let (t, url) = store.table_url(endpoint, "tpch/lineitem/");
+            assert_eq!(t, table);
+            assert_eq!(url, Url::parse(registered).unwrap());
+            assert_eq!(Store::parse(store.name()), Ok(store));
+        }
+    }
+
+    #[test]
+    fn only_pyarrow_over_http_is_impossible() {
+        for store in [Store::S3, Store::Gcs, Store::Azure, Store::Http] {
+            for engine in ["polars", "duckdb", "pyarrow"] {
+                let expected = engine == "pyarrow" && store == Store::Http;
+                assert_eq!(
+                    impossible(engine, store).is_some(),
+                    expected,
+                    "{engine} on {store:?}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn the_checksum_is_the_one_peers_py_computes() {

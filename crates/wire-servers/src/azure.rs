@@ -86,18 +86,30 @@ impl AzureServer {
     /// Start a server over a fresh temporary folder, with the (empty)
     /// `containers`.
     pub fn start(containers: &[&str]) -> Result<Self, String> {
-        Self::start_with_root(Root::temporary()?, containers)
+        Self::start_with_root(Root::temporary()?, containers, &[])
     }
 
     /// Start a server over `root` (Azurite's `--location`: its metadata
     /// database and blob extents), which keeps the blobs after the server
     /// stops; `containers` are created if missing.
     pub fn start_in(root: &Path, containers: &[&str]) -> Result<Self, String> {
-        std::fs::create_dir_all(root).map_err(|e| format!("creating {}: {e}", root.display()))?;
-        Self::start_with_root(Root::Kept(root.to_path_buf()), containers)
+        Self::start_in_with_args(root, containers, &[])
     }
 
-    fn start_with_root(root: Root, containers: &[&str]) -> Result<Self, String> {
+    /// [`start_in`](Self::start_in) with more Azurite command-line flags,
+    /// e.g. `--skipApiVersionCheck` for clients (the Azure SDK for C++ in
+    /// PyArrow 26) that send a service version newer than Azurite 3.35.0
+    /// knows, which it otherwise refuses with `400 InvalidHeaderValue`.
+    pub fn start_in_with_args(
+        root: &Path,
+        containers: &[&str],
+        args: &[&str],
+    ) -> Result<Self, String> {
+        std::fs::create_dir_all(root).map_err(|e| format!("creating {}: {e}", root.display()))?;
+        Self::start_with_root(Root::Kept(root.to_path_buf()), containers, args)
+    }
+
+    fn start_with_root(root: Root, containers: &[&str], args: &[&str]) -> Result<Self, String> {
         let binary = server_binary()?;
         let mut command = Command::new(&binary);
         command
@@ -105,7 +117,8 @@ impl AzureServer {
             .arg("--location")
             .arg(root.path())
             // No telemetry (there is no network anyway), no access log.
-            .args(["--disableTelemetry", "--silent"]);
+            .args(["--disableTelemetry", "--silent"])
+            .args(args);
         // AZURITE_ACCOUNTS, AZURITE_DB, ... would change accounts or storage.
         clear_env(&mut command, &["AZURITE_"]);
         let what = format!("Azurite ({})", binary.display());
@@ -129,20 +142,7 @@ impl AzureServer {
     /// etc. before `build()`; `.with_access_key(other)` for a refused one.
     /// (`with_client_options` would replace the options set here.)
     pub fn builder(&self, container: &str) -> MicrosoftAzureBuilder {
-        MicrosoftAzureBuilder::new()
-            .with_account(ACCOUNT)
-            .with_access_key(ACCOUNT_KEY)
-            .with_endpoint(self.endpoint())
-            .with_client_options(
-                ClientOptions::new()
-                    .with_allow_http(true)
-                    // Azurite (Node.js) closes a connection idle for 5 s
-                    // (`Keep-Alive: timeout=5`; its --blobKeepAliveTimeout
-                    // does not change that in 3.35.0): drop idle pooled
-                    // connections before that rather than race the close.
-                    .with_pool_idle_timeout(POOL_IDLE_TIMEOUT),
-            )
-            .with_container_name(container)
+        builder(&self.endpoint(), container)
     }
 
     /// Create a container now (`201`), or find it there (`409`).
@@ -157,6 +157,27 @@ impl AzureServer {
 }
 
 derefs_to_running!(AzureServer);
+
+/// [`AzureServer::builder`] for an Azurite account endpoint
+/// (`http://host:port/devstoreaccount1`) reached some other way, e.g.
+/// through a proxy in front of the server (Shared Key signatures do not cover
+/// the host, so a proxy may forward requests as they are).
+pub fn builder(endpoint: &str, container: &str) -> MicrosoftAzureBuilder {
+    MicrosoftAzureBuilder::new()
+        .with_account(ACCOUNT)
+        .with_access_key(ACCOUNT_KEY)
+        .with_endpoint(endpoint.to_string())
+        .with_client_options(
+            ClientOptions::new()
+                .with_allow_http(true)
+                // Azurite (Node.js) closes a connection idle for 5 s
+                // (`Keep-Alive: timeout=5`; its --blobKeepAliveTimeout
+                // does not change that in 3.35.0): drop idle pooled
+                // connections before that rather than race the close.
+                .with_pool_idle_timeout(POOL_IDLE_TIMEOUT),
+        )
+        .with_container_name(container)
+}
 
 #[cfg(test)]
 mod tests {

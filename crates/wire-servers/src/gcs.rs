@@ -140,10 +140,7 @@ impl GcsServer {
     /// is fetched or sent) and points it at this server: what object_store's
     /// own CI gives its client for fake-gcs-server.
     pub fn service_account_key(&self) -> String {
-        format!(
-            r#"{{"gcs_base_url": "{}", "disable_oauth": true, "client_email": "", "private_key": "", "private_key_id": ""}}"#,
-            self.endpoint()
-        )
+        service_account_key(&self.endpoint())
     }
 
     /// object_store's GCS client for `bucket` on this server: base URL, plain
@@ -151,11 +148,7 @@ impl GcsServer {
     /// (An explicit key also keeps object_store from reading the machine's
     /// application default credentials.)
     pub fn builder(&self, bucket: &str) -> GoogleCloudStorageBuilder {
-        GoogleCloudStorageBuilder::new()
-            .with_bucket_name(bucket)
-            .with_service_account_key(self.service_account_key())
-            .with_base_url(&self.endpoint())
-            .with_client_options(ClientOptions::new().with_allow_http(true))
+        builder(&self.endpoint(), bucket)
     }
 
     /// Create a bucket now (JSON API). `start`'s buckets need not be.
@@ -199,6 +192,26 @@ impl GcsServer {
 }
 
 derefs_to_running!(GcsServer);
+
+/// [`GcsServer::service_account_key`] for a fake-gcs-server reached at
+/// `endpoint` (`http://host:port`), e.g. through a proxy in front of it.
+pub fn service_account_key(endpoint: &str) -> String {
+    format!(
+        r#"{{"gcs_base_url": "{endpoint}", "disable_oauth": true, "client_email": "", "private_key": "", "private_key_id": ""}}"#
+    )
+}
+
+/// [`GcsServer::builder`] for a fake-gcs-server reached at `endpoint`
+/// (`http://host:port`), e.g. through a proxy in front of it. The XML API
+/// answers only requests whose `Host` is the server's own address, so a proxy
+/// must forward them with that `Host`.
+pub fn builder(endpoint: &str, bucket: &str) -> GoogleCloudStorageBuilder {
+    GoogleCloudStorageBuilder::new()
+        .with_bucket_name(bucket)
+        .with_service_account_key(service_account_key(endpoint))
+        .with_base_url(endpoint)
+        .with_client_options(ClientOptions::new().with_allow_http(true))
+}
 
 #[cfg(test)]
 mod tests {

@@ -129,13 +129,19 @@ impl HttpServer {
     /// object_store's HTTP client for this server: its root URL, plain HTTP
     /// allowed. Add a retry policy before `build()`.
     pub fn builder(&self) -> HttpBuilder {
-        HttpBuilder::new()
-            .with_url(self.endpoint())
-            .with_client_options(ClientOptions::new().with_allow_http(true))
+        builder(&self.endpoint())
     }
 }
 
 derefs_to_running!(HttpServer);
+
+/// [`HttpServer::builder`] for a server reached at `endpoint`
+/// (`http://host:port`), e.g. through a proxy in front of it.
+pub fn builder(endpoint: &str) -> HttpBuilder {
+    HttpBuilder::new()
+        .with_url(endpoint)
+        .with_client_options(ClientOptions::new().with_allow_http(true))
+}
 
 #[cfg(test)]
 mod tests {
