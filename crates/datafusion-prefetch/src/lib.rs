@@ -67,7 +67,7 @@ pub use config::{
 };
 pub use governor::{DEFAULT_MEMORY_LIMIT, POOL_LIMIT_DIVISOR, PrefetchGovernor};
 pub use metrics::PrefetchStats;
-pub use planning::PrefetchingParquetFormat;
+pub use planning::{PrefetchingParquetFormat, PrefetchingParquetFormatFactory};
 pub use profiles::StoreProfiles;
 pub use session::{PrefetchScanRule, enable_prefetch, prefetching_context};
 pub use source::{PrefetchingParquetSource, prefetch_stats};

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 use std::num::NonZeroUsize;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use datafusion::common::{DataFusionError, Result};
@@ -10,7 +11,9 @@ use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParserBuilder, Statement};
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
-use datafusion_prefetch::{PrefetchOptions, prefetch_stats, prefetching_context};
+use datafusion_prefetch::{
+    PrefetchOptions, PrefetchingParquetFormatFactory, prefetch_stats, prefetching_context,
+};
 use datafusion_prefetch_simstore::{LatencyModel, SimulatedStoreConfig};
 use futures::StreamExt;
 use serde::Serialize;
@@ -93,6 +96,11 @@ impl Session {
             config = config.with_target_partitions(partitions.get());
         }
         let ctx = prefetching_context(config);
+        // `CREATE EXTERNAL TABLE … STORED AS PARQUET` (and `--table`) read
+        // the table's footers ahead while inferring its schema.
+        ctx.state_ref()
+            .write()
+            .register_file_format(Arc::new(PrefetchingParquetFormatFactory::default()), true)?;
         let mut stores = Stores::new(simulation(&options));
         stores.register_local(&ctx);
         Ok(Self {

@@ -1,15 +1,17 @@
 //! [`PrefetchingParquetFormat`]: DataFusion's `ParquetFormat`, with the
 //! footers it reads at planning time read ahead.
 
+use std::any::Any;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
-use datafusion::common::{Result, Statistics};
-use datafusion::datasource::file_format::FileFormat;
+use datafusion::common::{GetExt, Result, Statistics, internal_err};
 use datafusion::datasource::file_format::file_compression_type::FileCompressionType;
-use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::file_format::parquet::{ParquetFormat, ParquetFormatFactory};
+use datafusion::datasource::file_format::{FileFormat, FileFormatFactory};
 use datafusion::datasource::physical_plan::{FileScanConfig, FileSinkConfig, FileSource};
 use datafusion::physical_expr::LexOrdering;
 use datafusion::physical_expr_common::sort_expr::LexRequirement;
@@ -42,7 +44,7 @@ use super::read_ahead::read_footers_ahead;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use datafusion::datasource::file_format::parquet::ParquetFormat;
+/// use datafusion::datasource::file_format::parquet::{ParquetFormat, ParquetFormatFactory};
 /// use datafusion::datasource::listing::ListingOptions;
 /// use datafusion_prefetch::PrefetchingParquetFormat;
 ///
@@ -50,23 +52,76 @@ use super::read_ahead::read_footers_ahead;
 /// let options = ListingOptions::new(Arc::new(format)).with_file_extension(".parquet");
 /// ```
 ///
+/// `CREATE EXTERNAL TABLE … STORED AS PARQUET` gets it once
+/// [`PrefetchingParquetFormatFactory`] is registered in the session.
 /// `SessionContext::register_parquet` and `read_parquet` build their
 /// `ParquetFormat` themselves, so their planning reads footers as stock
 /// DataFusion does; their scans still prefetch.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct PrefetchingParquetFormat {
-    inner: ParquetFormat,
+    inner: Arc<ParquetFormat>,
 }
 
 impl PrefetchingParquetFormat {
     /// Wrap `format`, whose options (size hint, schema handling, …) apply.
     pub fn new(format: ParquetFormat) -> Self {
-        Self { inner: format }
+        Self {
+            inner: Arc::new(format),
+        }
     }
 
     /// The wrapped format.
     pub fn parquet_format(&self) -> &ParquetFormat {
         &self.inner
+    }
+}
+
+/// The `parquet` [`FileFormatFactory`] of a session whose `CREATE EXTERNAL
+/// TABLE … STORED AS PARQUET` (and `COPY … STORED AS PARQUET`) should make
+/// [`PrefetchingParquetFormat`]s: DataFusion's `ParquetFormatFactory`, with
+/// footers read ahead at planning.
+///
+/// Not registered by [`enable_prefetch`](crate::enable_prefetch): DataFusion's
+/// protobuf codec serializes only its own Parquet format, so a session whose
+/// logical plans are sent elsewhere (Ballista) must keep it. Elsewhere:
+///
+/// ```
+/// use std::sync::Arc;
+/// use datafusion::prelude::SessionContext;
+/// use datafusion_prefetch::{PrefetchingParquetFormatFactory, enable_prefetch};
+///
+/// let ctx = SessionContext::new_with_state(enable_prefetch(SessionContext::new().state()));
+/// ctx.state_ref()
+///     .write()
+///     .register_file_format(Arc::new(PrefetchingParquetFormatFactory::default()), true)
+///     .unwrap();
+/// ```
+#[derive(Debug, Default)]
+pub struct PrefetchingParquetFormatFactory {
+    inner: ParquetFormatFactory,
+}
+
+impl GetExt for PrefetchingParquetFormatFactory {
+    fn get_ext(&self) -> String {
+        self.inner.get_ext()
+    }
+}
+
+impl FileFormatFactory for PrefetchingParquetFormatFactory {
+    fn create(
+        &self,
+        state: &dyn Session,
+        format_options: &HashMap<String, String>,
+    ) -> Result<Arc<dyn FileFormat>> {
+        let format: Arc<dyn Any + Send + Sync> = self.inner.create(state, format_options)?;
+        match format.downcast::<ParquetFormat>() {
+            Ok(parquet) => Ok(Arc::new(PrefetchingParquetFormat { inner: parquet })),
+            Err(_) => internal_err!("ParquetFormatFactory made a format other than ParquetFormat"),
+        }
+    }
+
+    fn default(&self) -> Arc<dyn FileFormat> {
+        Arc::new(PrefetchingParquetFormat::default())
     }
 }
 

@@ -12,4 +12,4 @@ mod format;
 mod read_ahead;
 mod read_plan;
 
-pub use format::PrefetchingParquetFormat;
+pub use format::{PrefetchingParquetFormat, PrefetchingParquetFormatFactory};

@@ -6,20 +6,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use datafusion::arrow::util::pretty::pretty_format_batches;
-use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::cache::cache_manager::CacheManagerConfig;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_prefetch::{
-    ByteSize, PrefetchGovernor, PrefetchOptions, PrefetchingParquetTable, enable_prefetch,
+    ByteSize, PrefetchGovernor, PrefetchingParquetFormatFactory, PrefetchingParquetTable,
 };
 use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig, StoreStats};
+use object_store::ObjectStoreExt;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
-use url::Url;
 
-use crate::support::{metadata, parquet_file};
+use crate::support::{metadata, parquet_file, prefetching_session};
 
 const FILES: usize = 200;
 
@@ -44,21 +42,30 @@ struct Planned {
     result: Result<String, String>,
 }
 
-/// `FILES` small files in a store of 5 ms per request, one of them replaced
-/// by `corrupt` if given; a fresh runtime (so no footer is cached yet) whose
-/// governor limit is `limit`; the table registered through
-/// `PrefetchingParquetTable` under `policy` and `SELECT count(*), sum(id)`
-/// planned and run.
-async fn plan_and_run(policy: &str, limit: Option<ByteSize>, corrupt: Option<usize>) -> Planned {
-    plan_and_run_with_cache(policy, limit, corrupt, None).await
+/// How [`plan_and_run`] sets up its table.
+#[derive(Default, Clone, Copy)]
+struct Setup {
+    /// The governor's limit.
+    limit: Option<ByteSize>,
+    /// The file replaced by one that is not Parquet.
+    corrupt: Option<usize>,
+    /// The metadata cache's limit.
+    metadata_cache_limit: Option<usize>,
+    /// Registered with `CREATE EXTERNAL TABLE` in a session with
+    /// `PrefetchingParquetFormatFactory`, not through `PrefetchingParquetTable`.
+    create_external_table: bool,
 }
 
-async fn plan_and_run_with_cache(
-    policy: &str,
-    limit: Option<ByteSize>,
-    corrupt: Option<usize>,
-    metadata_cache_limit: Option<usize>,
-) -> Planned {
+/// `FILES` small files in a store of 5 ms per request; a fresh runtime (so
+/// no footer is cached yet); the table registered under `policy` and
+/// `SELECT count(*), sum(id)` planned and run.
+async fn plan_and_run(policy: &str, setup: Setup) -> Planned {
+    let Setup {
+        limit,
+        corrupt,
+        metadata_cache_limit,
+        create_external_table,
+    } = setup;
     let memory = InMemory::new();
     for i in 0..FILES {
         let bytes = match corrupt {
@@ -89,14 +96,7 @@ async fn plan_and_run_with_cache(
     if let Some(limit) = limit {
         governor.set_limit(limit);
     }
-    let state = SessionStateBuilder::new()
-        .with_config(SessionConfig::new().with_option_extension(PrefetchOptions::default()))
-        .with_runtime_env(runtime)
-        .with_default_features()
-        .build();
-    let ctx = SessionContext::new_with_state(enable_prefetch(state));
-    let store: Arc<dyn ObjectStore> = Arc::new(store);
-    ctx.register_object_store(&Url::parse("sim://bucket").unwrap(), store);
+    let ctx = prefetching_session(SessionConfig::new(), runtime, Arc::new(store));
     ctx.sql(&format!("SET prefetch.policy = '{policy}'"))
         .await
         .unwrap()
@@ -105,10 +105,20 @@ async fn plan_and_run_with_cache(
         .unwrap();
 
     let planned = async {
-        let table = PrefetchingParquetTable::builder("sim://bucket/data/")
-            .build(&ctx.state())
-            .await?;
-        ctx.register_table("t", Arc::new(table))?;
+        if create_external_table {
+            ctx.state_ref()
+                .write()
+                .register_file_format(Arc::new(PrefetchingParquetFormatFactory::default()), true)?;
+            ctx.sql("CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION 'sim://bucket/data/'")
+                .await?
+                .collect()
+                .await?;
+        } else {
+            let table = PrefetchingParquetTable::builder("sim://bucket/data/")
+                .build(&ctx.state())
+                .await?;
+            ctx.register_table("t", Arc::new(table))?;
+        }
         ctx.sql("SELECT count(*), sum(id) FROM t")
             .await?
             .create_physical_plan()
@@ -136,8 +146,18 @@ async fn plan_and_run_with_cache(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_reads_the_footers_many_at_once_and_each_once() {
-    let off = plan_and_run("off", None, None).await;
-    let auto = plan_and_run("auto", None, None).await;
+    for create_external_table in [false, true] {
+        let setup = Setup {
+            create_external_table,
+            ..Setup::default()
+        };
+        footers_read_ahead_each_once(setup).await;
+    }
+}
+
+async fn footers_read_ahead_each_once(setup: Setup) {
+    let off = plan_and_run("off", setup).await;
+    let auto = plan_and_run("auto", setup).await;
     assert!(off.result.is_ok(), "{:?}", off.result);
     assert_eq!(auto.result, off.result);
     // Each footer is one suffix GET of the small file, read once: schema
@@ -174,8 +194,15 @@ async fn a_small_governor_limit_bounds_the_footers_in_flight() {
     // Room for about four footers beyond DataFusion's own reads.
     let file_size = parquet_file(0, 10, 10).len() as u64;
     let limit = ByteSize::new(4 * file_size + file_size / 2);
-    let off = plan_and_run("off", None, None).await;
-    let auto = plan_and_run("auto", Some(limit), None).await;
+    let off = plan_and_run("off", Setup::default()).await;
+    let auto = plan_and_run(
+        "auto",
+        Setup {
+            limit: Some(limit),
+            ..Setup::default()
+        },
+    )
+    .await;
     assert_eq!(auto.result, off.result);
     assert_eq!(auto.planning_gets, FILES as u64);
     assert!(auto.governor.peak_held_bytes() <= limit.as_u64());
@@ -190,8 +217,22 @@ async fn a_small_governor_limit_bounds_the_footers_in_flight() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_footer_fails_planning_as_it_does_under_off() {
-    let off = plan_and_run("off", None, Some(FILES / 2)).await;
-    let auto = plan_and_run("auto", None, Some(FILES / 2)).await;
+    let off = plan_and_run(
+        "off",
+        Setup {
+            corrupt: Some(FILES / 2),
+            ..Setup::default()
+        },
+    )
+    .await;
+    let auto = plan_and_run(
+        "auto",
+        Setup {
+            corrupt: Some(FILES / 2),
+            ..Setup::default()
+        },
+    )
+    .await;
     let error = off
         .result
         .clone()
@@ -212,8 +253,22 @@ async fn no_footer_is_read_ahead_only_to_be_evicted_from_a_small_cache() {
         (per_footer * FILES / 3, true),
         (per_footer * FILES / 2, true),
     ] {
-        let off = plan_and_run_with_cache("off", None, None, Some(room)).await;
-        let auto = plan_and_run_with_cache("auto", None, None, Some(room)).await;
+        let off = plan_and_run(
+            "off",
+            Setup {
+                metadata_cache_limit: Some(room),
+                ..Setup::default()
+            },
+        )
+        .await;
+        let auto = plan_and_run(
+            "auto",
+            Setup {
+                metadata_cache_limit: Some(room),
+                ..Setup::default()
+            },
+        )
+        .await;
         assert_eq!(auto.result, off.result);
         assert!(
             off.planning_gets > FILES as u64,

@@ -10,7 +10,7 @@ use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray, UInt64Array
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::execution::memory_pool::MemoryPool;
-use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_prefetch::{PrefetchStats, enable_prefetch, prefetch_stats};
@@ -158,14 +158,7 @@ pub async fn fixture(files: Vec<Bytes>, options: FixtureOptions) -> Fixture {
     if options.cold_footers {
         config.options_mut().execution.collect_statistics = false;
     }
-    let state = datafusion::execution::SessionStateBuilder::new()
-        .with_config(config)
-        .with_runtime_env(runtime)
-        .with_default_features()
-        .build();
-    let ctx = SessionContext::new_with_state(enable_prefetch(state));
-    let store: Arc<dyn ObjectStore> = Arc::new(store);
-    ctx.register_object_store(&Url::parse("sim://bucket").unwrap(), store);
+    let ctx = prefetching_session(config, runtime, Arc::new(store));
     let schema = schema();
     let mut read = ParquetReadOptions::default();
     if options.cold_footers {
@@ -184,6 +177,22 @@ pub async fn fixture(files: Vec<Bytes>, options: FixtureOptions) -> Fixture {
         files: named,
         pool,
     }
+}
+
+/// A prefetching session on `runtime` whose `sim://bucket` is `store`.
+pub fn prefetching_session(
+    config: SessionConfig,
+    runtime: Arc<RuntimeEnv>,
+    store: Arc<dyn ObjectStore>,
+) -> SessionContext {
+    let state = datafusion::execution::SessionStateBuilder::new()
+        .with_config(config)
+        .with_runtime_env(runtime)
+        .with_default_features()
+        .build();
+    let ctx = SessionContext::new_with_state(enable_prefetch(state));
+    ctx.register_object_store(&Url::parse("sim://bucket").unwrap(), store);
+    ctx
 }
 
 impl Fixture {
