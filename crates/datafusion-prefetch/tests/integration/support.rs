@@ -185,13 +185,23 @@ pub fn prefetching_session(
     runtime: Arc<RuntimeEnv>,
     store: Arc<dyn ObjectStore>,
 ) -> SessionContext {
+    prefetching_session_at(config, runtime, &Url::parse("sim://bucket").unwrap(), store)
+}
+
+/// A prefetching session on `runtime` with `store` registered for `url`.
+pub fn prefetching_session_at(
+    config: SessionConfig,
+    runtime: Arc<RuntimeEnv>,
+    url: &Url,
+    store: Arc<dyn ObjectStore>,
+) -> SessionContext {
     let state = datafusion::execution::SessionStateBuilder::new()
         .with_config(config)
         .with_runtime_env(runtime)
         .with_default_features()
         .build();
     let ctx = SessionContext::new_with_state(enable_prefetch(state));
-    ctx.register_object_store(&Url::parse("sim://bucket").unwrap(), store);
+    ctx.register_object_store(url, store);
     ctx
 }
 

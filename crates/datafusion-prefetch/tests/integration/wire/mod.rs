@@ -28,7 +28,7 @@ use futures::StreamExt;
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 
-use crate::support::{metadata, parquet_file, settle};
+use crate::support::{metadata, parquet_file, prefetching_session_at, settle};
 use servers::Server;
 
 const REGIONS: [&str; 3] = ["north", "south", "west"];
@@ -80,15 +80,9 @@ impl Session {
             .with_target_partitions(partitions)
             .with_information_schema(true);
         config.options_mut().execution.collect_statistics = collect_statistics;
-        let state = datafusion::execution::SessionStateBuilder::new()
-            .with_config(config)
-            .with_runtime_env(runtime)
-            .with_default_features()
-            .build();
-        let ctx = SessionContext::new_with_state(enable_prefetch(state));
         let counted = SimulatedStore::new(server.client(false), SimulatedStoreConfig::none());
         let requests = counted.stats();
-        ctx.register_object_store(&server.store_url(), Arc::new(counted));
+        let ctx = prefetching_session_at(config, runtime, &server.store_url(), Arc::new(counted));
         let mut options = ParquetReadOptions::default()
             .table_partition_cols(vec![("region".to_string(), DataType::Utf8)]);
         let schema = crate::support::schema();
