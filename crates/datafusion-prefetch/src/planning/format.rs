@@ -36,8 +36,8 @@ use super::read_ahead::read_footers_ahead;
 /// [`PrefetchGovernor`](crate::PrefetchGovernor) while in flight; reading
 /// stops where the metadata cache would start evicting footers read ahead.
 /// Under policy `off`, and for encrypted files, it is `ParquetFormat`
-/// exactly. A footer that cannot be read ahead is read again by DataFusion,
-/// which reports its error as it would have.
+/// exactly. At a footer that cannot be read ahead the read-ahead stops;
+/// DataFusion reads it again and reports its error as it would have.
 ///
 /// [`PrefetchingParquetTable`](crate::PrefetchingParquetTable) uses it; a
 /// `ListingTable` built by hand can too:

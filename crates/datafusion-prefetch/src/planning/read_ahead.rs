@@ -33,8 +33,8 @@ pub(crate) struct FootersRead {
 /// that cache. Does nothing under policy `off`, for encrypted tables (whose
 /// footers DataFusion does not cache), or when the depth allowed
 /// (`prefetch.file_open_depth`) is no more than DataFusion's own
-/// `meta_fetch_concurrency`. Never fails: a footer that cannot be read here
-/// is read, and its error reported, by DataFusion.
+/// `meta_fetch_concurrency`. Never fails: at the first footer that cannot be
+/// read it stops, and DataFusion reads that footer again and reports why.
 pub(crate) async fn read_footers_ahead(
     state: &dyn Session,
     store: &Arc<dyn ObjectStore>,
@@ -91,11 +91,11 @@ pub(crate) async fn read_footers_ahead(
                 .with_metadata_size_hint(size_hint.map(|hint| hint as usize))
                 .with_file_metadata_cache(Some(cache))
                 .fetch_metadata()
-                .await
-                // The cache counts its key as well as the footer.
-                .map(|metadata| (metadata.memory_size() + object.location.as_ref().len()) as u64);
+                .await;
             drop(hold);
-            landed
+            // The cache counts its key as well as the footer.
+            let key_bytes = object.location.as_ref().len();
+            landed.map(|metadata| (metadata.memory_size() + key_bytes) as u64)
         }
     };
     let mut in_flight = FuturesUnordered::new();

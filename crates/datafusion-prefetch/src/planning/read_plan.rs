@@ -47,6 +47,8 @@ pub(crate) struct FooterReadPlan {
     /// Cache bytes taken by the footers landed so far, and how many landed.
     cached_bytes: u64,
     landed: usize,
+    /// A read failed: nothing more is started.
+    failed: bool,
 }
 
 impl FooterReadPlan {
@@ -64,6 +66,7 @@ impl FooterReadPlan {
             refused: false,
             cached_bytes: 0,
             landed: 0,
+            failed: false,
         }
     }
 
@@ -74,7 +77,8 @@ impl FooterReadPlan {
 
     /// The next thing to do.
     pub(crate) fn step(&mut self) -> FooterStep {
-        if self.next >= self.read_bytes.len() || !self.cache_has_room_for_one_more() {
+        if self.failed || self.next >= self.read_bytes.len() || !self.cache_has_room_for_one_more()
+        {
             return FooterStep::Done;
         }
         if self.in_flight >= self.depth_now() {
@@ -112,10 +116,13 @@ impl FooterReadPlan {
         self.landed += 1;
     }
 
-    /// A read failed: DataFusion's own read of that footer will report why.
+    /// A read failed: DataFusion's own read of that footer will report why,
+    /// and nothing more is started — a corrupt file fails the schema
+    /// inference anyway, and a store that refuses (wrong credentials, gone)
+    /// should fail it after one round trip, not after every file's.
     pub(crate) fn failed(&mut self) {
         self.in_flight -= 1;
-        self.refused = false;
+        self.failed = true;
     }
 
     /// Reads in flight.
@@ -217,9 +224,20 @@ mod tests {
         plan.refused(4);
         assert_eq!(plan.in_flight(), 3);
         assert_eq!(plan.step(), FooterStep::Wait);
-        plan.failed();
+        plan.landed(100);
         assert_eq!(drain_starts(&mut plan), vec![(4, Some(100))]);
         assert_eq!(plan.step(), FooterStep::Done);
+    }
+
+    #[test]
+    fn a_failed_read_ends_the_read_ahead() {
+        let mut plan = FooterReadPlan::new(&[100; 50], Some(100), limits(8, 2, u64::MAX));
+        assert_eq!(drain_starts(&mut plan), vec![(0, None)]);
+        plan.landed(100);
+        assert_eq!(drain_starts(&mut plan).len(), 8);
+        plan.failed();
+        assert_eq!(plan.step(), FooterStep::Done, "nothing more starts");
+        assert_eq!(plan.in_flight(), 7, "what is in flight lands or fails");
     }
 
     #[test]
