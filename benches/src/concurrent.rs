@@ -25,6 +25,7 @@ use object_store::ObjectStore;
 use serde::Serialize;
 use url::Url;
 
+use crate::run::set_prefetch;
 use crate::suites::{Query, Suite};
 
 /// How one concurrency run is set up.
@@ -151,14 +152,7 @@ async fn context(suite: &Suite, policy: &str, config: &ConcurrentConfig) -> Resu
         )
         .await?;
     }
-    let mut settings = vec![("policy".to_string(), policy.to_string())];
-    settings.extend(config.settings.iter().cloned());
-    for (key, value) in settings {
-        ctx.sql(&format!("SET prefetch.{key} = '{value}'"))
-            .await?
-            .collect()
-            .await?;
-    }
+    set_prefetch(&ctx, policy, &config.settings).await?;
     Ok(ctx)
 }
 

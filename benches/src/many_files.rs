@@ -24,7 +24,7 @@ use serde::Serialize;
 use url::Url;
 
 use crate::datagen::{parallel, write_id_payload};
-use crate::run::{Executed, execute_timed};
+use crate::run::{Executed, execute_timed, set_prefetch};
 
 /// The query every size and policy runs.
 const SQL: &str = "SELECT count(*), sum(payload) FROM t";
@@ -156,16 +156,7 @@ async fn measure(
     let stats = store.stats();
     let store: Arc<dyn ObjectStore> = Arc::new(store);
     ctx.register_object_store(&Url::parse("sim://bench").expect("valid url"), store);
-    ctx.sql(&format!("SET prefetch.policy = '{policy}'"))
-        .await?
-        .collect()
-        .await?;
-    for (key, value) in &config.settings {
-        ctx.sql(&format!("SET prefetch.{key} = '{value}'"))
-            .await?
-            .collect()
-            .await?;
-    }
+    set_prefetch(&ctx, policy, &config.settings).await?;
 
     let started = Instant::now();
     let table = PrefetchingParquetTable::builder("sim://bench/t/")

@@ -147,20 +147,13 @@ async fn plan(suite: &Suite, query: &Query, policy: &str, config: &RunConfig) ->
         )
         .await?;
     }
-    ctx.sql(&format!("SET prefetch.policy = '{policy}'"))
-        .await?
-        .collect()
-        .await?;
-    let mut budget = "default".to_string();
-    for (key, value) in &config.settings {
-        ctx.sql(&format!("SET prefetch.{key} = '{value}'"))
-            .await?
-            .collect()
-            .await?;
-        if key == "memory_budget" {
-            budget = value.clone();
-        }
-    }
+    set_prefetch(&ctx, policy, &config.settings).await?;
+    let budget = config
+        .settings
+        .iter()
+        .rev()
+        .find(|(key, _)| key == "memory_budget")
+        .map_or_else(|| "default".to_string(), |(_, value)| value.clone());
     let plan = ctx.sql(&query.sql).await?.create_physical_plan().await?;
     let sources = prefetch_stats(&plan);
     Ok(Planned {
@@ -241,6 +234,23 @@ pub struct Executed {
     pub ttfb: Option<Duration>,
     /// To the last batch.
     pub wall: Duration,
+}
+
+/// `SET prefetch.policy` to `policy` in `ctx`, then each other
+/// `prefetch.*` setting in `settings`, in order.
+pub async fn set_prefetch(
+    ctx: &SessionContext,
+    policy: &str,
+    settings: &[(String, String)],
+) -> Result<()> {
+    let policy = ("policy".to_string(), policy.to_string());
+    for (key, value) in std::iter::once(&policy).chain(settings) {
+        ctx.sql(&format!("SET prefetch.{key} = '{value}'"))
+            .await?
+            .collect()
+            .await?;
+    }
+    Ok(())
 }
 
 /// Execute `plan` to its end, timing its first batch with rows and its last.

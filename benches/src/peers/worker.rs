@@ -11,6 +11,7 @@ use datafusion_prefetch::prefetching_context;
 use datafusion_prefetch_testdata::{Numbers, canonical_lines, checksum};
 
 use super::stores::{Store, client};
+use crate::run::set_prefetch;
 
 // --- the engine-independent checksum (same as peers.py) ----------------------
 
@@ -86,16 +87,7 @@ fn parse_worker_args(args: &[String]) -> Result<WorkerArgs, String> {
 async fn worker_run(args: &WorkerArgs) -> Result<serde_json::Value> {
     let store = client(args.store, &args.endpoint)?;
     let ctx = prefetching_context(SessionConfig::new().with_target_partitions(args.partitions));
-    ctx.sql(&format!("SET prefetch.policy = '{}'", args.policy))
-        .await?
-        .collect()
-        .await?;
-    for (key, value) in &args.settings {
-        ctx.sql(&format!("SET prefetch.{key} = '{value}'"))
-            .await?
-            .collect()
-            .await?;
-    }
+    set_prefetch(&ctx, &args.policy, &args.settings).await?;
     let (_, url) = args.store.table_url(&args.endpoint, "");
     let started = Instant::now();
     ctx.register_object_store(&url, store);
