@@ -51,6 +51,11 @@ pub const SPLIT_BYTES: std::ops::RangeInclusive<u64> = (8 << 20)..=(16 << 20);
 /// on the wire, so a slow request now and then does not starve it.
 const LEAD_SAFETY: f64 = 2.0;
 
+/// The lead covers a round trip this far up the recent ones: a lead sized by
+/// the median leaves the decoder waiting on every request slower than it —
+/// one in two — and on S3 one in ten takes over three times the median.
+const LEAD_RTT_QUANTILE: f64 = 0.9;
+
 /// One timed request.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct RequestSample {
@@ -188,6 +193,13 @@ impl AutoTuner {
         Some(Duration::from_secs_f64(rtt))
     }
 
+    /// A slow round trip of this store: [`LEAD_RTT_QUANTILE`] of the way up
+    /// the recent ones, so one outlier among them moves it little.
+    pub fn slow_rtt(&self) -> Option<Duration> {
+        let rtt = quantile(self.latencies(), LEAD_RTT_QUANTILE)?;
+        Some(Duration::from_secs_f64(rtt))
+    }
+
     /// Each recent request's time to the first byte (measured, or its time
     /// less its transfer at the estimated bandwidth).
     fn latencies(&self) -> Vec<f64> {
@@ -233,9 +245,10 @@ impl AutoTuner {
     }
 
     /// Bytes one stream should keep fetched ahead of its decoder: what the
-    /// decoder consumes while a request is answered (a round trip for the
-    /// request plus one for an upcoming file's footer, and a split-sized
-    /// transfer), with a safety margin. Zero on a local store.
+    /// decoder consumes while a slow request is answered (a slow round trip
+    /// for the request, see [`Self::slow_rtt`], a typical one for an
+    /// upcoming file's footer, and a split-sized transfer), with a safety
+    /// margin. Zero on a local store.
     ///
     /// `None` until a decoder has been timed: a scan's first wave goes as far
     /// as its budget allows (a guess at the decoder's pace would hold back
@@ -247,8 +260,9 @@ impl AutoTuner {
         }
         let rate = self.decode_rate()?;
         let rtt = self.rtt_or_default();
+        let slow_rtt = self.slow_rtt().map_or(rtt, |slow| slow.as_secs_f64());
         let transfer = *SPLIT_BYTES.start() as f64 / self.bandwidth_or_default();
-        let lead = rate * (2.0 * rtt + transfer) * LEAD_SAFETY;
+        let lead = rate * (slow_rtt + rtt + transfer) * LEAD_SAFETY;
         Some(lead.min(u64::MAX as f64) as u64)
     }
 
@@ -444,6 +458,29 @@ mod tests {
         assert!((143..=144).contains(&(fast_lead / MIB)), "{fast_lead}");
         // A decoder 40x slower needs 40x less ahead.
         assert_eq!(fast_lead / slow_lead, 40);
+    }
+
+    #[test]
+    fn lead_covers_the_stores_slow_requests() {
+        // Two stores with a 30 ms median round trip; on one, one request in
+        // four takes 150 ms (S3's tail: P90 over three times its median).
+        let mut steady = AutoTuner::default();
+        let mut tailed = AutoTuner::default();
+        for i in 0..SAMPLES {
+            steady.observe_transfer(4096, ms(30), ms(30));
+            let first_byte = if i % 4 == 0 { ms(150) } else { ms(30) };
+            tailed.observe_transfer(4096, first_byte, first_byte);
+        }
+        for tuner in [&mut steady, &mut tailed] {
+            feed_decoder(tuner, 100.0 * MIB as f64, 8 * MIB, 4);
+        }
+        assert_eq!(steady.rtt(), tailed.rtt());
+        assert_eq!(tailed.slow_rtt(), Some(ms(150)));
+        // Lead time 150 + 30 + 80 ms against 30 + 30 + 80 ms.
+        let transfer = 8.0 / 100.0;
+        let expected = (0.150 + 0.030 + transfer) / (0.030 + 0.030 + transfer);
+        let ratio = tailed.lead_bytes().unwrap() as f64 / steady.lead_bytes().unwrap() as f64;
+        assert!((ratio - expected).abs() < 0.01, "{ratio} vs {expected}");
     }
 
     #[test]
