@@ -52,6 +52,7 @@ mod config;
 pub mod fuzzing;
 mod governor;
 mod io;
+mod late_scans;
 mod metrics;
 mod planning;
 mod profiles;
@@ -66,6 +67,7 @@ pub use config::{
     RequestTimeout,
 };
 pub use governor::{DEFAULT_MEMORY_LIMIT, POOL_LIMIT_DIVISOR, PrefetchGovernor};
+pub use late_scans::PrefetchLateScanRule;
 pub use metrics::PrefetchStats;
 pub use planning::{PrefetchingParquetFormat, PrefetchingParquetFormatFactory};
 pub use profiles::StoreProfiles;

@@ -16,6 +16,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 
 use crate::config::PrefetchOptions;
 use crate::governor::PrefetchGovernor;
+use crate::late_scans::PrefetchLateScanRule;
 use crate::profiles::StoreProfiles;
 use crate::source::PrefetchingParquetSource;
 
@@ -101,7 +102,9 @@ impl PhysicalOptimizerRule for PrefetchScanRule {
 /// Make every Parquet scan of `state` prefetching: registers [`PrefetchOptions`]
 /// (unless already registered) so `SET prefetch.*` works, and adds
 /// [`PrefetchScanRule`] to the physical optimizer, before DataFusion's sort
-/// pushdown (at the end when the optimizer has no `PushdownSort`). `register_parquet`,
+/// pushdown (at the end when the optimizer has no `PushdownSort`), and
+/// [`PrefetchLateScanRule`] at the end, so a scalar subquery's scans start
+/// those of the main input DataFusion holds back until they are done. `register_parquet`,
 /// `read_parquet`, `CREATE EXTERNAL TABLE … STORED AS PARQUET` and
 /// [`crate::PrefetchingParquetTable`] all benefit.
 ///
@@ -139,6 +142,8 @@ pub fn enable_prefetch(state: SessionState) -> SessionState {
         before_sort_pushdown,
         Arc::new(PrefetchScanRule::new(runtime)),
     );
+    // Last: no later rule replaces a scan it links.
+    rules.push(Arc::new(PrefetchLateScanRule::new()));
     SessionStateBuilder::new_from_existing(state)
         .with_config(config)
         .with_physical_optimizer_rules(rules)

@@ -37,6 +37,7 @@ use crate::io::{
     DriverParts, ObservedMorselizer, PrefetchingReaderFactory, ScanDriver, ScanUnits,
     SlicingMorselizer,
 };
+use crate::late_scans::LateScan;
 use crate::metrics::{PrefetchStats, ScanMetrics};
 use crate::profiles::StoreProfiles;
 use crate::scheduler::{CoreConfig, FileId, MIN_COLUMN_SLICE_BYTES, ScanCore};
@@ -82,14 +83,29 @@ pub struct PrefetchingParquetSource {
     metadata_cache: Option<Arc<FileMetadataCache>>,
     work_stealing: bool,
     stats: Arc<PrefetchStats>,
-    /// The driver of the running scan, shared by its partitions; a new scan
-    /// (a new execution) gets a new one once every stream of the last has ended.
-    running: Arc<Mutex<Weak<ScanDriver>>>,
+    /// The running scan, shared by its partitions (and by every clone of
+    /// this source); a new execution gets a new one once every stream of the
+    /// last has ended.
+    running: Arc<Mutex<RunningScan>>,
+    /// Scans DataFusion creates only after this one has finished, started
+    /// with this scan's first stream ([`crate::PrefetchLateScanRule`]).
+    late_scans: Arc<[LateScan]>,
     /// `auto`: what was measured of each store, shared with the session's
     /// other scans when the session's rule made this source.
     profiles: Arc<StoreProfiles>,
     /// Whether the decoder reads each file's row groups in file order.
     row_group_order: RowGroupOrder,
+}
+
+/// A source's running scan.
+#[derive(Default)]
+struct RunningScan {
+    /// Its driver, while a stream (or [`Self::started_early`]) holds it.
+    driver: Weak<ScanDriver>,
+    /// A driver started before DataFusion created any of the scan's streams,
+    /// held until the first of them takes it (or the source is dropped, for
+    /// a scan DataFusion never creates).
+    started_early: Option<Arc<ScanDriver>>,
 }
 
 /// The order the decoder reads a file's row groups in.
@@ -124,6 +140,7 @@ impl PrefetchingParquetSource {
             work_stealing: true,
             stats: Arc::default(),
             running: Arc::default(),
+            late_scans: Arc::new([]),
             profiles: Arc::default(),
             row_group_order: RowGroupOrder::InFile,
         }
@@ -197,7 +214,7 @@ impl PrefetchingParquetSource {
         config: &FileScanConfig,
     ) -> Arc<ScanDriver> {
         let mut running = self.running.lock();
-        if let Some(driver) = running.upgrade() {
+        if let Some(driver) = running.driver.upgrade() {
             return driver;
         }
         let units = ScanUnits::new(
@@ -303,8 +320,31 @@ impl PrefetchingParquetSource {
             metadata_cache: self.metadata_cache.clone(),
             profiles: Some((Arc::clone(&self.profiles), store_key)),
         });
-        *running = Arc::downgrade(&driver);
+        running.driver = Arc::downgrade(&driver);
         driver
+    }
+
+    /// Start this scan before DataFusion creates its streams: every
+    /// partition starts as when its stream is created, and the driver is held
+    /// until the first stream takes it. Nothing happens under `off` or while
+    /// the scan is running.
+    pub(crate) fn start_early(&self, object_store: &Arc<dyn ObjectStore>, config: &FileScanConfig) {
+        if self.options.policy() == PrefetchPolicy::Off
+            || self.running.lock().driver.strong_count() > 0
+        {
+            return;
+        }
+        let driver = self.driver(object_store, config);
+        for partition in 0..config.file_groups.len() {
+            driver.partition_started(partition);
+        }
+        self.running.lock().started_early = Some(driver);
+    }
+
+    /// The same source, starting `late` with its first stream.
+    pub(crate) fn with_late_scans(mut self, late: &Arc<[LateScan]>) -> Self {
+        self.late_scans = self.late_scans.iter().chain(late.iter()).cloned().collect();
+        self
     }
 
     /// Whether `streaming` (or `auto`) may cut files into slices. A scan
@@ -424,7 +464,13 @@ impl FileSource for PrefetchingParquetSource {
                 .create_morselizer(object_store, base_config, partition);
         }
         let driver = self.driver(&object_store, base_config);
+        // The streams hold the driver from here on.
+        self.running.lock().started_early = None;
         driver.partition_started(partition);
+        let store_url = base_config.object_store_url.as_str();
+        for late in self.late_scans.iter() {
+            late.start(store_url, &object_store);
+        }
         let reader_factory = Arc::new(PrefetchingReaderFactory {
             inner: driver.inner_factory(),
             driver: Arc::clone(&driver),

@@ -1,6 +1,7 @@
 //! How deep the pipeline runs and when it starts: requests in flight before
 //! the first one lands, and streams that read before they are polled.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::{FixtureOptions, assert_released, fixture, parquet_file};
@@ -107,6 +108,81 @@ async fn streams_started_but_never_polled_release_everything_when_dropped() {
             "{policy}: both scans staged their first read"
         );
         drop(stream);
+        assert_released(&stats, fx.pool.as_ref(), policy).await;
+    }
+}
+
+/// A scalar subquery over the one-file table: DataFusion runs the main
+/// input only once the subquery has its value.
+const SCALAR_SUBQUERY: &str =
+    "SELECT count(*), sum(id) FROM t WHERE payload > (SELECT avg(payload) FROM t)";
+
+/// `policy`'s run of [`SCALAR_SUBQUERY`]: its requests, how many were issued
+/// before the first one landed, and its result.
+async fn scalar_subquery_requests(policy: &str) -> (usize, usize, String) {
+    let fx = fixture(
+        vec![parquet_file(0, 20_000, 20_000)],
+        FixtureOptions {
+            latency: Duration::from_millis(50),
+            ..Default::default()
+        },
+    )
+    .await;
+    fx.set("policy", policy).await;
+    let plan = fx.plan(SCALAR_SUBQUERY).await;
+    let shown = datafusion::physical_plan::displayable(plan.as_ref())
+        .indent(false)
+        .to_string();
+    assert!(shown.contains("ScalarSubqueryExec"), "{shown}");
+    let (result, _) = fx.run(SCALAR_SUBQUERY).await;
+    let records = fx.store.records();
+    (records.len(), issued_before_first_landed(&records), result)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scalar_subquerys_main_input_reads_while_the_subquery_does() {
+    // Stock DataFusion creates the main input's scan once the subquery is done.
+    let (off_requests, off_before, off_result) = scalar_subquery_requests("off").await;
+    assert_eq!(off_before, 1);
+    // The subquery's scan starts the main input's with its first stream.
+    for policy in ["pipelined", "auto"] {
+        let (requests, before, result) = scalar_subquery_requests(policy).await;
+        assert_eq!(before, 2, "{policy}");
+        assert_eq!(requests, off_requests, "{policy}");
+        assert_eq!(result, off_result, "{policy}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_main_input_started_early_releases_everything_when_the_subquery_fails() {
+    let fx = fixture(
+        vec![parquet_file(0, 20_000, 20_000)],
+        FixtureOptions {
+            latency: Duration::from_millis(20),
+            ..Default::default()
+        },
+    )
+    .await;
+    // The subquery returns 20,000 rows: the query fails, and the main input,
+    // started by the subquery's scan, is never created by DataFusion.
+    let sql = "SELECT count(*) FROM t WHERE payload > (SELECT payload FROM t)";
+    for policy in ["pipelined", "streaming", "auto"] {
+        fx.set("policy", policy).await;
+        let plan = fx.plan(sql).await;
+        let stats = datafusion_prefetch::prefetch_stats(&plan);
+        assert_eq!(stats.len(), 2);
+        let err = datafusion::physical_plan::collect(Arc::clone(&plan), fx.ctx.task_ctx())
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("more than one row"),
+            "{policy}: {err}"
+        );
+        assert!(
+            stats.iter().all(|s| s.bytes_fetched() > 0),
+            "{policy}: both scans read"
+        );
+        drop(plan);
         assert_released(&stats, fx.pool.as_ref(), policy).await;
     }
 }
