@@ -259,7 +259,7 @@ impl PrefetchingParquetSource {
                 memory_budget: budget,
                 file_open_depth: limits.file_open_depth,
                 auto_stream_limit: limits.auto_stream_limit,
-                eager_first_read_cap: self.options.eager_first_read_cap().as_u64(),
+                eager_first_read_cap: limits.eager_first_read_cap,
                 slice_target_bytes: CoreConfig::default_slice_target(window, budget),
                 // Small windows (tests, tight budgets) still slice narrow scans.
                 slice_min_column_bytes: MIN_COLUMN_SLICE_BYTES.min(window.min(budget) / 16),
@@ -529,7 +529,8 @@ impl FileSource for PrefetchingParquetSource {
             o.memory_budget(),
             o.file_open_depth()
                 .map_or_else(|| "auto".to_string(), |d| d.to_string()),
-            o.eager_first_read_cap(),
+            o.eager_first_read_cap()
+                .map_or_else(|| "auto".to_string(), |c| c.to_string()),
             o.request_timeout()
         );
         match t {

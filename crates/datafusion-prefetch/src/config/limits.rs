@@ -5,8 +5,8 @@
 use datafusion::execution::memory_pool::{MemoryLimit, MemoryPool};
 
 use super::options::{
-    AUTO_MAX_FILE_OPEN_DEPTH, FIXED_POLICY_FILE_OPEN_DEPTH, FIXED_POLICY_WINDOW,
-    MAX_FILE_OPEN_DEPTH, PrefetchOptions, PrefetchPolicy,
+    AUTO_MAX_FILE_OPEN_DEPTH, FIXED_POLICY_EAGER_FIRST_READ_CAP, FIXED_POLICY_FILE_OPEN_DEPTH,
+    FIXED_POLICY_WINDOW, MAX_FILE_OPEN_DEPTH, PrefetchOptions, PrefetchPolicy,
 };
 
 /// The most one scan's read-ahead may hold in a memory pool with a finite
@@ -43,6 +43,9 @@ pub(crate) struct StreamLimits {
     pub auto_stream_limit: u64,
     /// Files opened ahead (under `auto`, the most it opens).
     pub file_open_depth: usize,
+    /// Bytes of an upcoming file read before its decoder asks (under `auto`
+    /// left to itself, unbounded here: its lead bounds it).
+    pub eager_first_read_cap: u64,
 }
 
 impl StreamLimits {
@@ -62,10 +65,16 @@ impl StreamLimits {
             (None, PrefetchPolicy::Auto) => AUTO_MAX_FILE_OPEN_DEPTH,
             (None, _) => FIXED_POLICY_FILE_OPEN_DEPTH,
         };
+        let eager_first_read_cap = match (options.eager_first_read_cap(), options.policy()) {
+            (Some(cap), _) => cap.as_u64(),
+            (None, PrefetchPolicy::Auto) => u64::MAX,
+            (None, _) => FIXED_POLICY_EAGER_FIRST_READ_CAP.as_u64(),
+        };
         Self {
             window,
             auto_stream_limit,
             file_open_depth,
+            eager_first_read_cap,
         }
     }
 }
@@ -104,6 +113,7 @@ mod tests {
         assert_eq!(limits.window, 64 * MIB);
         assert_eq!(limits.auto_stream_limit, 64 * MIB);
         assert_eq!(limits.file_open_depth, 8);
+        assert_eq!(limits.eager_first_read_cap, 16 * MIB);
         // A budget under the fixed window bounds it.
         let limits = StreamLimits::new(&options("streaming", &[]), 16 * MIB, 1);
         assert_eq!(limits.window, 16 * MIB);
@@ -115,6 +125,7 @@ mod tests {
         assert_eq!(limits.window, 64 * MIB, "slices are sized as before");
         assert_eq!(limits.auto_stream_limit, 256 * MIB);
         assert_eq!(limits.file_open_depth, AUTO_MAX_FILE_OPEN_DEPTH);
+        assert_eq!(limits.eager_first_read_cap, u64::MAX, "its lead bounds it");
         let limits = StreamLimits::new(&options("auto", &[]), 256 * MIB, 2);
         assert_eq!(limits.auto_stream_limit, 128 * MIB);
         // Never less than a fixed policy's window.
@@ -124,8 +135,13 @@ mod tests {
 
     #[test]
     fn settings_the_user_made_bound_auto_too() {
-        let set = [("read_ahead_window", "32MiB"), ("file_open_depth", "3")];
+        let set = [
+            ("read_ahead_window", "32MiB"),
+            ("file_open_depth", "3"),
+            ("eager_first_read_cap", "1MiB"),
+        ];
         let limits = StreamLimits::new(&options("auto", &set), 256 * MIB, 1);
+        assert_eq!(limits.eager_first_read_cap, MIB);
         assert_eq!(limits.window, 32 * MIB);
         assert_eq!(limits.auto_stream_limit, 32 * MIB);
         assert_eq!(limits.file_open_depth, 3);

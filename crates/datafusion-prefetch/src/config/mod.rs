@@ -10,7 +10,7 @@ pub use limits::POOL_SHARE_DIVISOR;
 pub(crate) use limits::{StreamLimits, planning_footer_depth, pool_bounded_budget};
 pub(crate) use options::LimitSource;
 pub use options::{
-    AUTO_MAX_FILE_OPEN_DEPTH, FIXED_POLICY_FILE_OPEN_DEPTH, FIXED_POLICY_WINDOW,
-    MAX_FILE_OPEN_DEPTH, PrefetchOptions, PrefetchPolicy,
+    AUTO_MAX_FILE_OPEN_DEPTH, FIXED_POLICY_EAGER_FIRST_READ_CAP, FIXED_POLICY_FILE_OPEN_DEPTH,
+    FIXED_POLICY_WINDOW, MAX_FILE_OPEN_DEPTH, PrefetchOptions, PrefetchPolicy,
 };
 pub use timeout::RequestTimeout;

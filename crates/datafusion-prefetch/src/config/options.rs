@@ -122,7 +122,8 @@ pub struct PrefetchOptions {
     memory_budget: ByteSize,
     /// `None`: `auto` (see [`PrefetchOptions::file_open_depth`]).
     file_open_depth: Option<usize>,
-    eager_first_read_cap: ByteSize,
+    /// `None`: `auto` (see [`PrefetchOptions::eager_first_read_cap`]).
+    eager_first_read_cap: Option<ByteSize>,
     request_timeout: RequestTimeout,
     /// `None`: `auto` (see [`PrefetchOptions::memory_limit`]).
     memory_limit: Option<ByteSize>,
@@ -164,6 +165,10 @@ pub const FIXED_POLICY_WINDOW: ByteSize = ByteSize::mib(64);
 /// `prefetch.file_open_depth` is `auto`, and the least the `auto` policy opens.
 pub const FIXED_POLICY_FILE_OPEN_DEPTH: usize = 8;
 
+/// The eager first-read cap of `pipelined` and `streaming` when
+/// `prefetch.eager_first_read_cap` is `auto`.
+pub const FIXED_POLICY_EAGER_FIRST_READ_CAP: ByteSize = ByteSize::mib(16);
+
 /// The most files the `auto` policy opens ahead when `prefetch.file_open_depth`
 /// is `auto`: it opens as many as its measured lead covers, up to this.
 pub const AUTO_MAX_FILE_OPEN_DEPTH: usize = 64;
@@ -179,7 +184,7 @@ impl Default for PrefetchOptions {
             read_ahead_window: None,
             memory_budget: ByteSize::mib(256),
             file_open_depth: None,
-            eager_first_read_cap: ByteSize::mib(16),
+            eager_first_read_cap: None,
             request_timeout: RequestTimeout::OFF,
             memory_limit: None,
             attached: None,
@@ -212,7 +217,7 @@ const KEYS: [Key; 7] = [
     },
     Key {
         name: "eager_first_read_cap",
-        description: "Bytes of an upcoming file's leading row groups fetched before the decoder asks (0 disables)",
+        description: "Bytes of an upcoming file's leading row groups fetched before the decoder asks (0 disables), or auto: 16MiB under pipelined and streaming; under the auto policy as much as its lead",
     },
     Key {
         name: "request_timeout",
@@ -253,8 +258,13 @@ impl PrefetchOptions {
         self.file_open_depth
     }
 
-    /// Bytes of an upcoming file's leading row groups fetched before the decoder asks.
-    pub fn eager_first_read_cap(&self) -> ByteSize {
+    /// Bytes of an upcoming file's leading row groups fetched before the
+    /// decoder asks; `None` (`auto`, the default) leaves it to the policy:
+    /// [`FIXED_POLICY_EAGER_FIRST_READ_CAP`] under `pipelined` and
+    /// `streaming`; under `auto`, as much as its lead (all the stream may
+    /// stage until its decoder has been timed, so the first wave reaches as
+    /// far as the budget allows). When set, it bounds `auto` too.
+    pub fn eager_first_read_cap(&self) -> Option<ByteSize> {
         self.eager_first_read_cap
     }
 
@@ -312,8 +322,11 @@ impl PrefetchOptions {
                     })?;
                 next.file_open_depth = Some(depth);
             }
+            "eager_first_read_cap" if value.eq_ignore_ascii_case(AUTO) => {
+                next.eager_first_read_cap = None;
+            }
             "eager_first_read_cap" => {
-                next.eager_first_read_cap = parse_size(key, value)?;
+                next.eager_first_read_cap = Some(parse_size(key, value)?);
             }
             "request_timeout" => {
                 next.request_timeout = value.parse().map_err(|e| {
@@ -391,7 +404,7 @@ impl PrefetchOptions {
 
     /// Builder-style setter for the eager first-read cap.
     pub fn with_eager_first_read_cap(mut self, cap: ByteSize) -> Self {
-        self.eager_first_read_cap = cap;
+        self.eager_first_read_cap = Some(cap);
         self
     }
 
@@ -405,7 +418,9 @@ impl PrefetchOptions {
             "file_open_depth" => self
                 .file_open_depth
                 .map_or_else(|| AUTO.to_string(), |d| d.to_string()),
-            "eager_first_read_cap" => self.eager_first_read_cap.to_string(),
+            "eager_first_read_cap" => self
+                .eager_first_read_cap
+                .map_or_else(|| AUTO.to_string(), |c| c.to_string()),
             "request_timeout" => self.request_timeout.to_string(),
             "memory_limit" => match (&self.attached, self.memory_limit) {
                 (Some(AttachedLimit(source)), _) => source.limit().to_string(),
@@ -489,6 +504,7 @@ mod tests {
             ("file_open_depth", "8"),
             ("file_open_depth", "auto"),
             ("eager_first_read_cap", "0"),
+            ("eager_first_read_cap", "auto"),
             ("request_timeout", "30s"),
             ("request_timeout", "250ms"),
             ("request_timeout", "off"),

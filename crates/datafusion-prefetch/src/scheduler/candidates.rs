@@ -47,7 +47,7 @@ impl ScanCore {
     /// for — once every open file's footer is known, so they never take the
     /// window first.
     fn first_reads_of_upcoming_files(&self) -> Vec<Candidate> {
-        let cap = self.config.eager_first_read_cap;
+        let cap = self.eager_cap();
         let open_files_known = self
             .open_files
             .iter()

@@ -9,7 +9,7 @@ use super::protocol::{Action, FileId, PartitionId};
 use super::scan::ScanCore;
 use super::slices::{SliceSizing, plan_slices};
 use super::state::{OpenedAhead, Progress, Reading, SliceState};
-use crate::config::FIXED_POLICY_FILE_OPEN_DEPTH;
+use crate::config::{FIXED_POLICY_EAGER_FIRST_READ_CAP, FIXED_POLICY_FILE_OPEN_DEPTH};
 
 impl ScanCore {
     /// The stream of `partition` was created. DataFusion creates every stream
@@ -207,9 +207,14 @@ impl ScanCore {
         if self.config.eager_first_read_cap == 0 {
             return least;
         }
+        // Until a footer is known, files are assumed the fixed policies' cap.
         let per_file = self
             .bytes_per_file(file)
-            .unwrap_or(self.config.eager_first_read_cap)
+            .unwrap_or(
+                FIXED_POLICY_EAGER_FIRST_READ_CAP
+                    .as_u64()
+                    .min(self.eager_cap()),
+            )
             .max(1);
         let wanted = self.lead_limit().div_ceil(per_file);
         usize::try_from(wanted)
@@ -230,6 +235,6 @@ impl ScanCore {
             .iter()
             .map(|&rg| known.row_group_bytes(rg, &columns))
             .sum();
-        Some(bytes.min(self.config.eager_first_read_cap))
+        Some(bytes.min(self.eager_cap()))
     }
 }

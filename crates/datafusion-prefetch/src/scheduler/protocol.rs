@@ -36,7 +36,8 @@ pub(crate) struct CoreConfig {
     /// lead reaches (the window when the user set one, else the stream's share
     /// of the budget). The other policies stage up to `read_ahead_window`.
     pub auto_stream_limit: u64,
-    /// Bytes of an upcoming file's leading row groups fetched before it is opened.
+    /// Bytes of an upcoming file's leading row groups fetched before it is
+    /// opened (`u64::MAX`: under `auto`, as much as its lead).
     pub eager_first_read_cap: u64,
     /// `streaming`: about how many bytes of the projected columns one slice reads.
     pub slice_target_bytes: u64,

@@ -11,7 +11,7 @@ use super::protocol::FileId;
 use super::requests::{RequestPlan, STORE_MERGE_GAP, plan_requests};
 use super::scan::ScanCore;
 use super::state::Locality;
-use crate::config::PrefetchPolicy;
+use crate::config::{FIXED_POLICY_EAGER_FIRST_READ_CAP, PrefetchPolicy};
 
 impl ScanCore {
     /// The decoder of `file` asks for bytes at `at`. The time since its
@@ -144,6 +144,25 @@ impl ScanCore {
                 .unwrap_or(u64::MAX)
                 .min(self.stream_limit()),
             None => u64::MAX,
+        }
+    }
+
+    /// Bytes of an upcoming file's leading row groups fetched before its
+    /// decoder asks: the cap, and under `auto` no more than its lead (all
+    /// the stream may stage until its decoder has been timed, so the first
+    /// wave takes whole files in decode order as far as the budget allows),
+    /// nor less than the fixed policies' cap (admission still keeps the
+    /// lead, letting through the next unit of a stream with nothing staged).
+    pub(super) fn eager_cap(&self) -> u64 {
+        let cap = self.config.eager_first_read_cap;
+        match &self.auto {
+            Some(_) => {
+                let lead = self
+                    .lead_limit()
+                    .max(FIXED_POLICY_EAGER_FIRST_READ_CAP.as_u64());
+                cap.min(lead)
+            }
+            None => cap,
         }
     }
 

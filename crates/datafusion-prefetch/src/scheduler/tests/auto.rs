@@ -340,9 +340,11 @@ fn auto_sends_everything_the_budget_admits_in_the_first_wave() {
         assert!(core.stats().peak_staged_bytes <= budget);
     }
     // A decoder timed slow (8 MiB in 2 s): once the first wave (20 files in
-    // 160 MiB) is used up, only the next file is kept ahead.
+    // 160 MiB) is used up, only the next file is kept ahead, also with the
+    // eager cap left to `auto`.
     let mut config = config(PrefetchPolicy::Auto, 64 * MIB, 160 * MIB);
     config.auto_stream_limit = 160 * MIB;
+    config.eager_first_read_cap = u64::MAX;
     config.file_open_depth = crate::config::AUTO_MAX_FILE_OPEN_DEPTH;
     let mut core = ScanCore::new(config, 40, vec![(0..40).collect()])
         .with_projection(Some(vec!["payload".into()]));
@@ -365,4 +367,38 @@ fn auto_sends_everything_the_budget_admits_in_the_first_wave() {
         }
     }
     assert_eq!(core.stats().peak_staged_bytes, 160 * MIB);
+}
+
+#[test]
+fn auto_left_to_itself_sends_whole_files_in_the_first_wave() {
+    // 5 files of two row groups of 12 MiB projected bytes each: more per file
+    // than the fixed policies' 16 MiB cap. Left to `auto`, the first wave
+    // takes every row group of every file (120 MiB of a 256 MiB budget);
+    // with the cap set to 16 MiB, each file's first row group.
+    let file = layout(2, 12 * MIB);
+    let row_groups: Vec<_> = (0..2).map(|rg| file.chunk(rg, 1).unwrap()).collect();
+    for (cap, per_file) in [
+        (u64::MAX, row_groups.clone()),
+        (16 * MIB, row_groups[..1].to_vec()),
+    ] {
+        let mut config = config(PrefetchPolicy::Auto, 64 * MIB, 256 * MIB);
+        config.auto_stream_limit = 256 * MIB;
+        config.file_open_depth = crate::config::AUTO_MAX_FILE_OPEN_DEPTH;
+        config.eager_first_read_cap = cap;
+        let mut core = ScanCore::new(config, 5, vec![(0..5).collect()])
+            .with_projection(Some(vec!["payload".into()]));
+        assert!(core.handle(Event::ProbeUnanswered).is_empty());
+        let actions = core.partition_started(0);
+        let fetches = footers_land(&mut core, &file, actions, &mut vec![]);
+        for f in 0..5 {
+            let ranges: Vec<_> = fetches
+                .iter()
+                .filter(|(file, _)| *file == f)
+                .flat_map(|(_, ranges)| ranges.iter().cloned())
+                .collect();
+            assert_eq!(ranges, per_file, "cap {cap}, file {f}");
+        }
+        let staged = core.stats().staged_bytes;
+        assert_eq!(staged, 5 * per_file.len() as u64 * 12 * MIB, "cap {cap}");
+    }
 }
