@@ -29,7 +29,8 @@
 //! `FileSource`), [`PrefetchingParquetTable`] (a `TableProvider`) with its
 //! [`PrefetchingParquetFormat`], the session
 //! helpers [`enable_prefetch`] and [`prefetching_context`] with
-//! [`PrefetchScanRule`], the settings [`PrefetchOptions`], the process-wide
+//! [`PrefetchScanRule`] and [`PrefetchLateScanRule`], the settings
+//! [`PrefetchOptions`], the process-wide
 //! [`PrefetchGovernor`], and [`PrefetchStats`] / [`prefetch_stats`] to watch
 //! scans. How it works:
 //! `docs/design.md`, which opens with a map of the modules:
@@ -43,7 +44,8 @@
 //!   and serves the Parquet decoder's reads;
 //! - `planning`: footers read ahead while a table's schema is inferred
 //!   ([`PrefetchingParquetFormat`]);
-//! - `source`, `session`, `table`, `profiles`: how it plugs into DataFusion;
+//! - `source`, `session`, `late_scans`, `table`, `profiles`: how it plugs
+//!   into DataFusion;
 //! - `metrics`: what `EXPLAIN ANALYZE` and [`PrefetchStats`] report.
 
 mod config;

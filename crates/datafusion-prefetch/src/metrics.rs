@@ -25,6 +25,7 @@ pub struct PrefetchStats {
     bytes_used: AtomicU64,
     bytes_wasted: AtomicU64,
     requests: AtomicU64,
+    requests_hedged: AtomicU64,
     bytes_fetched: AtomicU64,
     live_tasks: AtomicU64,
 }
@@ -65,9 +66,16 @@ impl PrefetchStats {
         self.bytes_wasted.load(Ordering::SeqCst)
     }
 
-    /// Data requests issued, on demand and ahead.
+    /// Data requests issued, on demand and ahead, hedges included.
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::SeqCst)
+    }
+
+    /// `auto`: data requests sent again beside one that had not answered
+    /// after two median round trips (of each pair, only the first body to
+    /// answer is read).
+    pub fn requests_hedged(&self) -> u64 {
+        self.requests_hedged.load(Ordering::SeqCst)
     }
 
     /// Bytes of the data requests issued, on demand and ahead, gaps between
@@ -136,6 +144,7 @@ struct AutoMetrics {
     lead_bytes: Gauge,
     remote: Gauge,
     requests_split: Count,
+    requests_hedged: Count,
 }
 
 fn global_time(metrics: &ExecutionPlanMetricsSet, name: &'static str) -> Time {
@@ -163,6 +172,7 @@ impl ScanMetrics {
             lead_bytes: gauge("prefetch_auto_lead_bytes"),
             remote: gauge("prefetch_auto_remote"),
             requests_split: counter("prefetch_requests_split"),
+            requests_hedged: counter("prefetch_requests_hedged"),
         });
         Self {
             requests: counter("prefetch_requests"),
@@ -217,6 +227,18 @@ impl ScanMetrics {
         };
         count.add(bytes as usize);
         atomic.fetch_add(bytes, Ordering::SeqCst);
+    }
+
+    /// A GET unanswered for too long was sent again beside itself (`auto`):
+    /// one more request, none of whose bytes count (only the first body to
+    /// answer is read).
+    pub(crate) fn request_hedged(&self) {
+        self.requests.add(1);
+        self.stats.requests.fetch_add(1, Ordering::SeqCst);
+        self.stats.requests_hedged.fetch_add(1, Ordering::SeqCst);
+        if let Some(auto) = &self.auto {
+            auto.requests_hedged.add(1);
+        }
     }
 
     /// The requests of `plan` were issued, one store GET each.

@@ -18,6 +18,7 @@ use object_store::ObjectStore;
 use parking_lot::Mutex;
 use tokio::task::AbortHandle;
 
+use super::fetch::Hedging;
 use super::fetches::{Buffers, Fetches};
 use super::footers::Footers;
 use super::probe::Probe;
@@ -181,19 +182,21 @@ impl ScanDriver {
             let staged = core.stats().staged_bytes;
             self.reservation
                 .shrink_to(staged.saturating_sub(unreserved(&actions)));
+            let hedge_after = core.hedge_after();
             for action in actions {
-                self.carry_out(action, &mut served, &mut pending);
+                self.carry_out(action, hedge_after, &mut served, &mut pending);
             }
         }
         self.publish(&core);
         served
     }
 
-    /// Carry out one action, queueing what the governor or the pool
-    /// refused as events to report.
+    /// Carry out one action (a fetch's GETs hedged after `hedge_after`),
+    /// queueing what the governor or the pool refused as events to report.
     fn carry_out(
         &self,
         action: Action,
+        hedge_after: Option<Duration>,
         served: &mut Option<Served>,
         refused: &mut VecDeque<Event>,
     ) {
@@ -259,8 +262,12 @@ impl ScanDriver {
                     }
                 };
                 let location = self.units.file(file).object_meta.location.clone();
+                let hedging = Hedging {
+                    after: hedge_after,
+                    metrics: &self.metrics,
+                };
                 self.fetches
-                    .spawn(id, location, requests, hold, &self.metrics, self.sink());
+                    .spawn(id, location, requests, hold, hedging, self.sink());
             }
             Action::Release { id, abort } => self.fetches.release(id, abort),
         }

@@ -1,16 +1,18 @@
 //! Requests to the store: carrying out a [`RequestPlan`] — one GET per
-//! planned request, all in flight at once, each timed for `auto`'s tuner —
+//! planned request, all in flight at once, each timed for `auto`'s tuner and,
+//! under `auto`, sent again beside itself when it has not answered in time —
 //! and cutting the bodies back into the ranges the plan was made for.
 
 use std::ops::Range;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use futures::future::try_join_all;
 use object_store::path::Path;
-use object_store::{GetOptions, ObjectStore};
+use object_store::{GetOptions, GetResult, ObjectStore};
 
 use super::sink::{Reports, report};
+use crate::metrics::ScanMetrics;
 use crate::scheduler::{Event, RequestPlan};
 
 /// How a body shorter than its request is taken.
@@ -25,6 +27,14 @@ pub(crate) enum ShortBodies {
     Clamp,
 }
 
+/// When to send a GET again beside itself, and where to count it.
+#[derive(Clone, Copy)]
+pub(crate) struct Hedging<'a> {
+    /// How long a GET may wait for its first byte (`None`: never hedged).
+    pub after: Option<Duration>,
+    pub metrics: &'a ScanMetrics,
+}
+
 /// Fetch the plan's requests in parallel and return one buffer per range the
 /// plan was made for, in order.
 pub(crate) async fn fetch_planned(
@@ -32,12 +42,13 @@ pub(crate) async fn fetch_planned(
     location: &Path,
     plan: &RequestPlan,
     short: ShortBodies,
+    hedging: Hedging<'_>,
     sink: &Reports,
 ) -> object_store::Result<Vec<Bytes>> {
     let bodies = try_join_all(plan.requests.iter().map(|request| async move {
         let started = Instant::now();
         let options = GetOptions::new().with_range(Some(request.clone()));
-        let answer = store.get_opts(location, options).await?;
+        let answer = first_answer(store, location, options, hedging).await?;
         let first_byte = started.elapsed();
         let body = answer.bytes().await?;
         let expected = request.end - request.start;
@@ -65,6 +76,40 @@ pub(crate) async fn fetch_planned(
     }))
     .await?;
     Ok(assemble(plan, &bodies))
+}
+
+/// The answer to a GET. Unanswered after `hedging.after`, the same GET is
+/// sent beside it and the first of the two to answer is read; the other is
+/// dropped, which cancels it before any of its body is read. A failed one
+/// leaves the answer to the other.
+async fn first_answer(
+    store: &dyn ObjectStore,
+    location: &Path,
+    options: GetOptions,
+    hedging: Hedging<'_>,
+) -> object_store::Result<GetResult> {
+    let first = store.get_opts(location, options.clone());
+    let Some(after) = hedging.after else {
+        return first.await;
+    };
+    tokio::pin!(first);
+    tokio::select! {
+        answer = &mut first => return answer,
+        () = tokio::time::sleep(after) => {}
+    }
+    hedging.metrics.request_hedged();
+    let second = store.get_opts(location, options);
+    tokio::pin!(second);
+    tokio::select! {
+        answer = &mut first => match answer {
+            Ok(answer) => Ok(answer),
+            Err(_) => second.await,
+        },
+        answer = &mut second => match answer {
+            Ok(answer) => Ok(answer),
+            Err(_) => first.await,
+        },
+    }
 }
 
 /// Each range's bytes from the bodies of the plan's requests: a slice of one

@@ -13,11 +13,10 @@ use object_store::path::Path;
 use parking_lot::Mutex;
 use tokio::task::AbortHandle;
 
-use super::fetch::{ShortBodies, fetch_planned};
+use super::fetch::{Hedging, ShortBodies, fetch_planned};
 use super::sink::{Reports, report};
 use super::tasks::{SharedResult, Slot};
 use crate::governor::{Hold, hold_buffers};
-use crate::metrics::ScanMetrics;
 use crate::scheduler::{Event, FetchId, Part, RequestPlan};
 
 /// A fetch's buffers, one per range, in the order of its ranges.
@@ -50,7 +49,8 @@ impl Fetches {
     /// Start fetch `id` of `location`: the GETs of its request plan, one
     /// buffer per range the plan was made for, each keeping `hold` (the
     /// governor's reservation) until the last of them is dropped. When the
-    /// task starts, its requests go out: they are counted in `metrics` and
+    /// task starts, its requests go out (hedged as `hedging` says): they are
+    /// counted in its metrics and
     /// reported to `sink` then ([`Event::FetchSent`]; a fetch stopped before
     /// its task started requested nothing). A failure is reported to `sink`
     /// too (the pieces go to demand reads).
@@ -60,23 +60,29 @@ impl Fetches {
         location: Path,
         requests: RequestPlan,
         hold: Hold,
-        metrics: &ScanMetrics,
+        hedging: Hedging<'_>,
         sink: Reports,
     ) {
         let store = Arc::clone(&self.store);
         let slowest = Arc::clone(&self.slowest_micros);
-        let guard = metrics.stats().task_started();
-        let metrics = metrics.clone();
+        let guard = hedging.metrics.stats().task_started();
+        let metrics = hedging.metrics.clone();
+        let hedge_after = hedging.after;
         let slot = Slot::spawn("prefetch task", async move {
             let _guard = guard;
             metrics.planned_requests(&requests);
             report(&sink, Event::FetchSent { id });
             let started = Instant::now();
+            let hedging = Hedging {
+                after: hedge_after,
+                metrics: &metrics,
+            };
             match fetch_planned(
                 store.as_ref(),
                 &location,
                 &requests,
                 ShortBodies::Fail,
+                hedging,
                 &sink,
             )
             .await

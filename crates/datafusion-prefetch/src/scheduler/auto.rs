@@ -56,6 +56,17 @@ const LEAD_SAFETY: f64 = 2.0;
 /// one in two — and on S3 one in ten takes over three times the median.
 const LEAD_RTT_QUANTILE: f64 = 0.9;
 
+/// A GET still unanswered after this many median round trips is sent again
+/// beside itself (hedged): on S3 about one in four waits that long, and a
+/// second request is likely to take a path that is not slow.
+const HEDGE_AFTER_RTTS: f64 = 2.0;
+
+/// The least time a GET waits before it is hedged: on a store of a few
+/// milliseconds, a request a few milliseconds late is waiting for this
+/// machine (its runtime, its connections), not for a slow path, and a second
+/// request would only add to the load.
+const MIN_HEDGE_AFTER: Duration = Duration::from_millis(50);
+
 /// One timed request.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct RequestSample {
@@ -264,6 +275,20 @@ impl AutoTuner {
         let transfer = *SPLIT_BYTES.start() as f64 / self.bandwidth_or_default();
         let lead = rate * (slow_rtt + rtt + transfer) * LEAD_SAFETY;
         Some(lead.min(u64::MAX as f64) as u64)
+    }
+
+    /// How long a GET may wait for its first byte before an identical one is
+    /// sent beside it (the first to answer is read, the other dropped):
+    /// [`HEDGE_AFTER_RTTS`] median round trips and at least
+    /// [`MIN_HEDGE_AFTER`], once a round trip has been measured on a remote
+    /// store; `None` otherwise. A store that answers every request in about
+    /// the same time never sees a hedge.
+    pub fn hedge_after(&self) -> Option<Duration> {
+        if !self.remote() {
+            return None;
+        }
+        let rtt = self.rtt()?;
+        Some(rtt.mul_f64(HEDGE_AFTER_RTTS).max(MIN_HEDGE_AFTER))
     }
 
     /// The largest gap between two ranges worth reading through to make them
@@ -481,6 +506,26 @@ mod tests {
         let expected = (0.150 + 0.030 + transfer) / (0.030 + 0.030 + transfer);
         let ratio = tailed.lead_bytes().unwrap() as f64 / steady.lead_bytes().unwrap() as f64;
         assert!((ratio - expected).abs() < 0.01, "{ratio} vs {expected}");
+    }
+
+    #[test]
+    fn a_request_waits_two_median_round_trips_before_it_is_hedged() {
+        let mut tuner = AutoTuner::default();
+        assert_eq!(tuner.hedge_after(), None, "nothing measured");
+        for _ in 0..10 {
+            tuner.observe_transfer(4096, ms(30), ms(31));
+        }
+        // One slow answer moves the median, and so the hedge, not at all.
+        tuner.observe_transfer(4096, ms(900), ms(901));
+        assert_eq!(tuner.hedge_after(), Some(ms(60)));
+        let mut local = AutoTuner::default();
+        feed_store(&mut local, Duration::from_micros(300), 2e9, &[4096; 10]);
+        assert_eq!(local.hedge_after(), None, "a local store is never hedged");
+        let mut quick = AutoTuner::default();
+        for _ in 0..10 {
+            quick.observe_transfer(4096, ms(8), ms(9));
+        }
+        assert_eq!(quick.hedge_after(), Some(MIN_HEDGE_AFTER));
     }
 
     #[test]

@@ -78,6 +78,16 @@ impl ScanCore {
         }
     }
 
+    /// `auto` on a remote store: how long a GET waits for its first byte
+    /// before an identical one is sent beside it (`AutoTuner::hedge_after`).
+    /// `None` for the other policies: they send each request once.
+    pub(crate) fn hedge_after(&self) -> Option<Duration> {
+        if !self.auto_remote() {
+            return None;
+        }
+        self.auto.as_ref()?.tuner.hedge_after()
+    }
+
     /// `auto`: whether this scan treats its store as remote.
     pub(super) fn auto_remote(&self) -> bool {
         self.auto

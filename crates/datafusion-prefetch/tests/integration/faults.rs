@@ -170,6 +170,55 @@ async fn a_stalled_prefetch_is_abandoned_for_a_demand_read() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_sends_a_request_that_does_not_answer_again_beside_it() {
+    let files: Vec<_> = (0..4)
+        .map(|i| parquet_file(i * 20_000, 20_000, 20_000))
+        .collect();
+    let fx = fixture(
+        files.clone(),
+        FixtureOptions {
+            latency: Duration::from_millis(20),
+            ..Default::default()
+        },
+    )
+    .await;
+    let sql = "SELECT sum(payload), count(*) FROM t";
+    fx.set("policy", "off").await;
+    let (expected, _) = fx.run(sql).await;
+    // A first run measures the store (20 ms per request) for the session:
+    // the next run's GETs are hedged after two of them from the start.
+    fx.set("policy", "auto").await;
+    let (result, _) = fx.run(sql).await;
+    assert_eq!(result, expected);
+
+    // The first GET of file 2's payload never answers; its hedge does.
+    let (path, _) = &fx.files[2];
+    fx.faults.push(
+        FaultRule::new(Fault::Stall)
+            .path(path.as_ref())
+            .overlapping(chunk(&files[2], 0, PAYLOAD))
+            .once(),
+    );
+    let (result, stats) = tokio::time::timeout(Duration::from_secs(30), fx.run(sql))
+        .await
+        .expect("a stalled request must not hang the query");
+    assert_eq!(result, expected);
+    assert_eq!(fx.fault_stats.injected(FaultKind::Stall), 1);
+    assert!(
+        stats[0].requests_hedged() >= 1,
+        "the stalled GET was hedged"
+    );
+    settle(&stats[0]).await;
+    assert_eq!(stats[0].staged_bytes(), 0);
+    assert_eq!(stats[0].live_tasks(), 0, "the stalled GET was dropped");
+    assert_eq!(
+        stats[0].bytes_fetched() - stats[0].bytes_wasted(),
+        stats[0].bytes_used()
+    );
+    assert_eq!(fx.pool.reserved(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_demand_read_that_stalls_fails_after_the_request_timeout() {
     let files = vec![parquet_file(0, 20_000, 20_000)];
     let fx = fixture(files.clone(), FixtureOptions::default()).await;

@@ -12,7 +12,9 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_prefetch::{
     ByteSize, PrefetchGovernor, PrefetchingParquetFormatFactory, PrefetchingParquetTable,
 };
-use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig, StoreStats};
+use datafusion_prefetch_simstore::{
+    RequestState, SimulatedStore, SimulatedStoreConfig, StoreStats,
+};
 use object_store::ObjectStoreExt;
 use object_store::memory::InMemory;
 use object_store::path::Path;
@@ -175,8 +177,13 @@ async fn footers_read_ahead_each_once(setup: Setup) {
         auto.max_in_flight
     );
     // The footers read ahead landed in the cache the scans use: executing
-    // read no footer again (one GET per file for its data).
-    assert_eq!(auto.store.get_requests() - auto.planning_gets, FILES as u64);
+    // read no footer again (one GET per file for its data, and perhaps a
+    // hedge beside one slow to answer, dropped before its body is read).
+    let executed = auto.store.records()[auto.planning_gets as usize..]
+        .iter()
+        .filter(|r| r.state == RequestState::Completed)
+        .count();
+    assert_eq!(executed, FILES);
     for run in [&off, &auto] {
         assert_eq!(run.governor.held_bytes(), 0);
         assert_eq!(run.governor.live_scans(), 0);
