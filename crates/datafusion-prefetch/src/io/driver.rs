@@ -18,7 +18,7 @@ use object_store::ObjectStore;
 use parking_lot::Mutex;
 use tokio::task::AbortHandle;
 
-use super::fetch::Hedging;
+use super::fetch::{HedgeAfter, Hedging};
 use super::fetches::{Buffers, Fetches};
 use super::footers::Footers;
 use super::probe::Probe;
@@ -83,6 +83,8 @@ pub(crate) struct ScanDriver {
     pub(super) starts: Mutex<Vec<AbortHandle>>,
     pub(super) reservation: Reservation,
     pub(super) metrics: ScanMetrics,
+    /// `auto`: when its GETs are hedged, as last decided.
+    hedge_after: Option<HedgeAfter>,
     pub(super) slicing: bool,
     pub(super) request_timeout: Option<Duration>,
     metadata_cache: Option<Arc<FileMetadataCache>>,
@@ -111,6 +113,7 @@ impl ScanDriver {
     }
 
     fn with_parts(parts: DriverParts, share: ScanShare, this: &Weak<Self>) -> Self {
+        let hedge_after = parts.core.auto_snapshot().map(|_| HedgeAfter::default());
         Self {
             core: Mutex::new(parts.core),
             published: Mutex::new(CoreStats::default()),
@@ -124,6 +127,7 @@ impl ScanDriver {
             probe: Probe::default(),
             starts: Mutex::new(vec![]),
             reservation: Reservation::new(parts.reservation, share),
+            hedge_after,
             metrics: parts.metrics,
             slicing: parts.slicing,
             request_timeout: parts.request_timeout,
@@ -182,21 +186,19 @@ impl ScanDriver {
             let staged = core.stats().staged_bytes;
             self.reservation
                 .shrink_to(staged.saturating_sub(unreserved(&actions)));
-            let hedge_after = core.hedge_after();
             for action in actions {
-                self.carry_out(action, hedge_after, &mut served, &mut pending);
+                self.carry_out(action, &mut served, &mut pending);
             }
         }
         self.publish(&core);
         served
     }
 
-    /// Carry out one action (a fetch's GETs hedged after `hedge_after`),
-    /// queueing what the governor or the pool refused as events to report.
+    /// Carry out one action, queueing what the governor or the pool
+    /// refused as events to report.
     fn carry_out(
         &self,
         action: Action,
-        hedge_after: Option<Duration>,
         served: &mut Option<Served>,
         refused: &mut VecDeque<Event>,
     ) {
@@ -262,12 +264,8 @@ impl ScanDriver {
                     }
                 };
                 let location = self.units.file(file).object_meta.location.clone();
-                let hedging = Hedging {
-                    after: hedge_after,
-                    metrics: &self.metrics,
-                };
                 self.fetches
-                    .spawn(id, location, requests, hold, hedging, self.sink());
+                    .spawn(id, location, requests, hold, self.hedging(), self.sink());
             }
             Action::Release { id, abort } => self.fetches.release(id, abort),
         }
@@ -284,6 +282,17 @@ impl ScanDriver {
         *published = stats;
         if let Some(auto) = core.auto_snapshot() {
             self.metrics.publish_auto(&auto);
+        }
+        if let Some(hedge_after) = &self.hedge_after {
+            hedge_after.set(core.hedge_after());
+        }
+    }
+
+    /// How this scan's GETs are hedged (under `auto`) and counted.
+    pub(super) fn hedging(&self) -> Hedging<'_> {
+        Hedging {
+            after: self.hedge_after.as_ref(),
+            metrics: &self.metrics,
         }
     }
 

@@ -4,6 +4,8 @@
 //! and cutting the bodies back into the ranges the plan was made for.
 
 use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -27,11 +29,39 @@ pub(crate) enum ShortBodies {
     Clamp,
 }
 
-/// When to send a GET again beside itself, and where to count it.
+/// How long a GET may wait for its first byte before it is hedged, as the
+/// scheduler last decided (`ScanCore::hedge_after`, published by the driver
+/// after every event). Read while a GET waits, so a GET sent before the store
+/// was measured is hedged once it has been.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HedgeAfter(Arc<AtomicU64>);
+
+impl HedgeAfter {
+    pub(crate) fn set(&self, after: Option<Duration>) {
+        let micros = after.map_or(0, |d| {
+            u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
+        });
+        self.0.store(micros, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> Option<Duration> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            micros => Some(Duration::from_micros(micros)),
+        }
+    }
+}
+
+/// How often a GET waiting for its first byte looks again whether the
+/// scheduler has a delay to hedge after (it has none until it has timed a
+/// request of the store).
+const HEDGE_RECHECK: Duration = Duration::from_millis(10);
+
+/// Whether and when to send a GET again beside itself, and where to count it.
 #[derive(Clone, Copy)]
 pub(crate) struct Hedging<'a> {
-    /// How long a GET may wait for its first byte (`None`: never hedged).
-    pub after: Option<Duration>,
+    /// `None`: never hedged (the fixed policies).
+    pub after: Option<&'a HedgeAfter>,
     pub metrics: &'a ScanMetrics,
 }
 
@@ -88,14 +118,24 @@ async fn first_answer(
     options: GetOptions,
     hedging: Hedging<'_>,
 ) -> object_store::Result<GetResult> {
+    let started = Instant::now();
     let first = store.get_opts(location, options.clone());
     let Some(after) = hedging.after else {
         return first.await;
     };
     tokio::pin!(first);
-    tokio::select! {
-        answer = &mut first => return answer,
-        () = tokio::time::sleep(after) => {}
+    loop {
+        let wait = match after.get() {
+            Some(after) => match after.checked_sub(started.elapsed()) {
+                Some(left) if !left.is_zero() => left,
+                _ => break,
+            },
+            None => HEDGE_RECHECK,
+        };
+        tokio::select! {
+            answer = &mut first => return answer,
+            () = tokio::time::sleep(wait) => {}
+        }
     }
     hedging.metrics.request_hedged();
     let second = store.get_opts(location, options);

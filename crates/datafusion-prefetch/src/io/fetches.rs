@@ -67,14 +67,14 @@ impl Fetches {
         let slowest = Arc::clone(&self.slowest_micros);
         let guard = hedging.metrics.stats().task_started();
         let metrics = hedging.metrics.clone();
-        let hedge_after = hedging.after;
+        let hedge_after = hedging.after.cloned();
         let slot = Slot::spawn("prefetch task", async move {
             let _guard = guard;
             metrics.planned_requests(&requests);
             report(&sink, Event::FetchSent { id });
             let started = Instant::now();
             let hedging = Hedging {
-                after: hedge_after,
+                after: hedge_after.as_ref(),
                 metrics: &metrics,
             };
             match fetch_planned(

@@ -17,7 +17,7 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
 
 use super::driver::{ScanDriver, Served};
-use super::fetch::{Hedging, ShortBodies, fetch_planned};
+use super::fetch::{ShortBodies, fetch_planned};
 use super::fetches::Buffers;
 use super::footer_layout::layout_of;
 use super::read_error;
@@ -180,10 +180,7 @@ impl ScanDriver {
             Some(requests) => {
                 let location = &self.units.file(file).object_meta.location;
                 let sink = self.sink();
-                let hedging = Hedging {
-                    after: self.view(|core| core.hedge_after()),
-                    metrics: &self.metrics,
-                };
+                let hedging = self.hedging();
                 let planned = fetch_planned(
                     self.store.as_ref(),
                     location,
