@@ -92,6 +92,10 @@ struct Args {
     /// Concurrent connections the store allows (default: unlimited, or 128 with s3).
     #[arg(long)]
     connections: Option<usize>,
+    /// Seed of the store's latency draws (`s3`): each run's store draws the
+    /// same delays in the order its requests arrive (default: the store's).
+    #[arg(long)]
+    latency_seed: Option<u64>,
     /// Scan partitions (`datafusion.execution.target_partitions`); default 1,
     /// or the number of cores for peers (the other engines use every core).
     #[arg(long)]
@@ -108,6 +112,9 @@ struct Args {
     /// `prefetch.eager_first_read_cap`.
     #[arg(long)]
     eager_first_read_cap: Option<String>,
+    /// `prefetch.hedge_after`: auto, off, or e.g. 80ms.
+    #[arg(long)]
+    hedge_after: Option<String>,
     /// Iterations; each runs the policies forwards, then backwards.
     #[arg(long, default_value_t = 2)]
     iterations: usize,
@@ -189,6 +196,9 @@ fn store_config(args: &Args) -> Result<(SimulatedStoreConfig, Duration), String>
     }
     if let Some(connections) = args.connections {
         config = config.with_max_connections(Some(connections));
+    }
+    if let Some(seed) = args.latency_seed {
+        config = config.with_seed(seed);
     }
     // The floor's round trips: the least the model ever draws.
     Ok((config, model.minimum()))
@@ -290,6 +300,7 @@ fn prefetch_settings(args: &Args) -> Vec<(String, String)> {
         ("read_ahead_window", &args.read_ahead_window),
         ("file_open_depth", &args.file_open_depth),
         ("eager_first_read_cap", &args.eager_first_read_cap),
+        ("hedge_after", &args.hedge_after),
     ] {
         if let Some(value) = value {
             settings.push((key.to_string(), value.clone()));

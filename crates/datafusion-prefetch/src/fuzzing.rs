@@ -210,6 +210,7 @@ fn drive(input: &mut Input, layouts: Vec<Arc<FileLayout>>) {
         file_open_depth: input.upto(3) as usize,
         auto_stream_limit,
         eager_first_read_cap: input.size(17),
+        hedge_after: crate::config::HedgeAfter::Auto,
         slice_target_bytes: 1 + input.size(16),
         slice_min_column_bytes: input.size(12),
         owns_demand_reads: input.bool(),

@@ -260,6 +260,7 @@ impl PrefetchingParquetSource {
                 file_open_depth: limits.file_open_depth,
                 auto_stream_limit: limits.auto_stream_limit,
                 eager_first_read_cap: limits.eager_first_read_cap,
+                hedge_after: self.options.hedge_after(),
                 slice_target_bytes: CoreConfig::default_slice_target(window, budget),
                 // Small windows (tests, tight budgets) still slice narrow scans.
                 slice_min_column_bytes: MIN_COLUMN_SLICE_BYTES.min(window.min(budget) / 16),
@@ -522,7 +523,7 @@ impl FileSource for PrefetchingParquetSource {
         self.inner.fmt_extra(t, f)?;
         let o = &self.options;
         let settings = format!(
-            "prefetch={}(read_ahead_window={}, memory_budget={}, file_open_depth={}, eager_first_read_cap={}, request_timeout={})",
+            "prefetch={}(read_ahead_window={}, memory_budget={}, file_open_depth={}, eager_first_read_cap={}, request_timeout={}, hedge_after={})",
             o.policy(),
             o.read_ahead_window()
                 .map_or_else(|| "auto".to_string(), |w| w.to_string()),
@@ -531,7 +532,8 @@ impl FileSource for PrefetchingParquetSource {
                 .map_or_else(|| "auto".to_string(), |d| d.to_string()),
             o.eager_first_read_cap()
                 .map_or_else(|| "auto".to_string(), |c| c.to_string()),
-            o.request_timeout()
+            o.request_timeout(),
+            o.hedge_after()
         );
         match t {
             DisplayFormatType::TreeRender => writeln!(f, "{settings}"),

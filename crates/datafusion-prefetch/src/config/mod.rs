@@ -1,11 +1,13 @@
 //! Settings: the `prefetch.*` session options and the sizes they take.
 
 mod byte_size;
+mod hedge;
 mod limits;
 mod options;
 mod timeout;
 
 pub use byte_size::{ByteSize, ByteSizeError};
+pub use hedge::HedgeAfter;
 pub use limits::POOL_SHARE_DIVISOR;
 pub(crate) use limits::{StreamLimits, planning_footer_depth, pool_bounded_budget};
 pub(crate) use options::LimitSource;

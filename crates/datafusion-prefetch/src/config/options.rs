@@ -9,6 +9,7 @@ use datafusion::common::config::{ConfigEntry, ConfigExtension, ExtensionOptions}
 use datafusion::common::{DataFusionError, Result};
 
 use super::byte_size::ByteSize;
+use super::hedge::HedgeAfter;
 use super::timeout::RequestTimeout;
 
 /// How a scan fetches Parquet bytes ahead of its decoder.
@@ -125,6 +126,7 @@ pub struct PrefetchOptions {
     /// `None`: `auto` (see [`PrefetchOptions::eager_first_read_cap`]).
     eager_first_read_cap: Option<ByteSize>,
     request_timeout: RequestTimeout,
+    hedge_after: HedgeAfter,
     /// `None`: `auto` (see [`PrefetchOptions::memory_limit`]).
     memory_limit: Option<ByteSize>,
     /// The runtime's limit, once the session is built on one: what `SHOW`
@@ -186,6 +188,7 @@ impl Default for PrefetchOptions {
             file_open_depth: None,
             eager_first_read_cap: None,
             request_timeout: RequestTimeout::OFF,
+            hedge_after: HedgeAfter::Auto,
             memory_limit: None,
             attached: None,
         }
@@ -198,7 +201,7 @@ struct Key {
     description: &'static str,
 }
 
-const KEYS: [Key; 7] = [
+const KEYS: [Key; 8] = [
     Key {
         name: "policy",
         description: "Scan policy: auto (adapts to the measured store and decoder), off (stock DataFusion), batched, pipelined or streaming",
@@ -222,6 +225,10 @@ const KEYS: [Key; 7] = [
     Key {
         name: "request_timeout",
         description: "Longest a demand read may take before the query fails naming the file and ranges (off, or e.g. 30s)",
+    },
+    Key {
+        name: "hedge_after",
+        description: "How long a planned GET may wait for its first byte before an identical one is sent beside it (the first answer is read), or auto: under the auto policy two measured median round trips (at least 50ms), never under the others; or off",
     },
     Key {
         name: "memory_limit",
@@ -271,6 +278,12 @@ impl PrefetchOptions {
     /// How long a demand read may take (`off`: as long as the store takes).
     pub fn request_timeout(&self) -> RequestTimeout {
         self.request_timeout
+    }
+
+    /// When a planned GET that has not answered is sent again beside itself
+    /// (see [`HedgeAfter`]).
+    pub fn hedge_after(&self) -> HedgeAfter {
+        self.hedge_after
     }
 
     /// The process-wide limit the context is built with; `None` (`auto`, the
@@ -331,6 +344,11 @@ impl PrefetchOptions {
             "request_timeout" => {
                 next.request_timeout = value.parse().map_err(|e| {
                     config_error(format!("invalid value for prefetch.request_timeout: {e}"))
+                })?;
+            }
+            "hedge_after" => {
+                next.hedge_after = value.parse().map_err(|e| {
+                    config_error(format!("invalid value for prefetch.hedge_after: {e}"))
                 })?;
             }
             "memory_limit" if self.attached.is_some() => {
@@ -402,6 +420,12 @@ impl PrefetchOptions {
         Ok(self)
     }
 
+    /// Builder-style setter for when a GET is hedged.
+    pub fn with_hedge_after(mut self, hedge_after: HedgeAfter) -> Self {
+        self.hedge_after = hedge_after;
+        self
+    }
+
     /// Builder-style setter for the eager first-read cap.
     pub fn with_eager_first_read_cap(mut self, cap: ByteSize) -> Self {
         self.eager_first_read_cap = Some(cap);
@@ -422,6 +446,7 @@ impl PrefetchOptions {
                 .eager_first_read_cap
                 .map_or_else(|| AUTO.to_string(), |c| c.to_string()),
             "request_timeout" => self.request_timeout.to_string(),
+            "hedge_after" => self.hedge_after.to_string(),
             "memory_limit" => match (&self.attached, self.memory_limit) {
                 (Some(AttachedLimit(source)), _) => source.limit().to_string(),
                 (None, Some(limit)) => limit.to_string(),
@@ -508,6 +533,9 @@ mod tests {
             ("request_timeout", "30s"),
             ("request_timeout", "250ms"),
             ("request_timeout", "off"),
+            ("hedge_after", "80ms"),
+            ("hedge_after", "off"),
+            ("hedge_after", "auto"),
             ("memory_limit", "2GiB"),
             ("memory_limit", "auto"),
         ] {
@@ -541,6 +569,7 @@ mod tests {
             ("file_open_depth", "100000", "from 0 to 256"),
             ("request_timeout", "soon", "expected off or e.g. 500ms"),
             ("request_timeout", "5h", "prefetch.request_timeout"),
+            ("hedge_after", "soon", "expected auto, off or e.g. 80ms"),
             (
                 "eager_first_read_cap",
                 "1.5",

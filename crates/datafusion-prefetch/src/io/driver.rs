@@ -18,7 +18,7 @@ use object_store::ObjectStore;
 use parking_lot::Mutex;
 use tokio::task::AbortHandle;
 
-use super::fetch::{HedgeAfter, Hedging};
+use super::fetch::{HedgeDelay, Hedging};
 use super::fetches::{Buffers, Fetches};
 use super::footers::Footers;
 use super::probe::Probe;
@@ -83,8 +83,8 @@ pub(crate) struct ScanDriver {
     pub(super) starts: Mutex<Vec<AbortHandle>>,
     pub(super) reservation: Reservation,
     pub(super) metrics: ScanMetrics,
-    /// `auto`: when its GETs are hedged, as last decided.
-    hedge_after: Option<HedgeAfter>,
+    /// When its GETs are hedged, as last decided (`None`: never).
+    hedge_after: Option<HedgeDelay>,
     pub(super) slicing: bool,
     pub(super) request_timeout: Option<Duration>,
     metadata_cache: Option<Arc<FileMetadataCache>>,
@@ -113,7 +113,7 @@ impl ScanDriver {
     }
 
     fn with_parts(parts: DriverParts, share: ScanShare, this: &Weak<Self>) -> Self {
-        let hedge_after = parts.core.auto_snapshot().map(|_| HedgeAfter::default());
+        let hedge_after = parts.core.may_hedge().then(HedgeDelay::default);
         Self {
             core: Mutex::new(parts.core),
             published: Mutex::new(CoreStats::default()),

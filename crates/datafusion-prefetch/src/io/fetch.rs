@@ -34,9 +34,9 @@ pub(crate) enum ShortBodies {
 /// after every event). Read while a GET waits, so a GET sent before the store
 /// was measured is hedged once it has been.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct HedgeAfter(Arc<AtomicU64>);
+pub(crate) struct HedgeDelay(Arc<AtomicU64>);
 
-impl HedgeAfter {
+impl HedgeDelay {
     pub(crate) fn set(&self, after: Option<Duration>) {
         let micros = after.map_or(0, |d| {
             u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
@@ -61,7 +61,7 @@ const HEDGE_RECHECK: Duration = Duration::from_millis(10);
 #[derive(Clone, Copy)]
 pub(crate) struct Hedging<'a> {
     /// `None`: never hedged (the fixed policies).
-    pub after: Option<&'a HedgeAfter>,
+    pub after: Option<&'a HedgeDelay>,
     pub metrics: &'a ScanMetrics,
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::auto::AutoTuner;
 use super::layout::FileLayout;
 use super::requests::RequestPlan;
-use crate::config::PrefetchPolicy;
+use crate::config::{HedgeAfter, PrefetchPolicy};
 
 /// Index of a scan unit (a file, or a byte range of one) in the scan's file list.
 pub(crate) type FileId = usize;
@@ -39,6 +39,8 @@ pub(crate) struct CoreConfig {
     /// Bytes of an upcoming file's leading row groups fetched before it is
     /// opened (`u64::MAX`: under `auto`, as much as its lead).
     pub eager_first_read_cap: u64,
+    /// When a planned GET that has not answered is sent again beside itself.
+    pub hedge_after: HedgeAfter,
     /// `streaming`: about how many bytes of the projected columns one slice reads.
     pub slice_target_bytes: u64,
     /// `streaming`: the least one slice reads of each column

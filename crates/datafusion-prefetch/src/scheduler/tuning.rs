@@ -11,7 +11,7 @@ use super::protocol::FileId;
 use super::requests::{RequestPlan, STORE_MERGE_GAP, plan_requests};
 use super::scan::ScanCore;
 use super::state::Locality;
-use crate::config::{FIXED_POLICY_EAGER_FIRST_READ_CAP, PrefetchPolicy};
+use crate::config::{FIXED_POLICY_EAGER_FIRST_READ_CAP, HedgeAfter, PrefetchPolicy};
 
 impl ScanCore {
     /// The decoder of `file` asks for bytes at `at`. The time since its
@@ -78,14 +78,27 @@ impl ScanCore {
         }
     }
 
-    /// `auto` on a remote store: how long a GET waits for its first byte
-    /// before an identical one is sent beside it (`AutoTuner::hedge_after`).
-    /// `None` for the other policies: they send each request once.
+    /// How long a planned GET waits for its first byte before an identical
+    /// one is sent beside it: `prefetch.hedge_after` when set; left to the
+    /// policy, `auto`'s measured delay on a remote store
+    /// (`AutoTuner::hedge_after`) and never for the fixed policies. `None`
+    /// while there is no delay yet (a store not measured) or ever.
     pub(crate) fn hedge_after(&self) -> Option<Duration> {
-        if !self.auto_remote() {
-            return None;
+        match self.config.hedge_after {
+            HedgeAfter::Off => None,
+            HedgeAfter::After(after) => self.reads_ahead().then_some(after),
+            HedgeAfter::Auto if self.auto_remote() => self.auto.as_ref()?.tuner.hedge_after(),
+            HedgeAfter::Auto => None,
         }
-        self.auto.as_ref()?.tuner.hedge_after()
+    }
+
+    /// Whether this scan may ever hedge a GET (see [`Self::hedge_after`]).
+    pub(crate) fn may_hedge(&self) -> bool {
+        match self.config.hedge_after {
+            HedgeAfter::Off => false,
+            HedgeAfter::After(_) => true,
+            HedgeAfter::Auto => self.auto.is_some(),
+        }
     }
 
     /// `auto`: whether this scan treats its store as remote.

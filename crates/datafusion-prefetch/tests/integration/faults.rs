@@ -216,6 +216,21 @@ async fn auto_sends_a_request_that_does_not_answer_again_beside_it() {
         stats[0].bytes_used()
     );
     assert_eq!(fx.pool.reserved(), 0);
+
+    // With hedging off the stalled read-ahead is abandoned for a demand read.
+    fx.set("hedge_after", "off").await;
+    fx.faults.push(
+        FaultRule::new(Fault::Stall)
+            .path(path.as_ref())
+            .overlapping(chunk(&files[2], 0, PAYLOAD))
+            .once(),
+    );
+    let (result, stats) = tokio::time::timeout(Duration::from_secs(30), fx.run(sql))
+        .await
+        .expect("a stalled request must not hang the query");
+    assert_eq!(result, expected);
+    assert_eq!(fx.fault_stats.injected(FaultKind::Stall), 2);
+    assert_eq!(stats[0].requests_hedged(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -210,6 +210,7 @@ pub(super) fn config(policy: PrefetchPolicy, window: u64, budget: u64) -> CoreCo
         file_open_depth: 2,
         auto_stream_limit: window,
         eager_first_read_cap: 16 * MIB,
+        hedge_after: crate::config::HedgeAfter::Auto,
         slice_target_bytes: CoreConfig::default_slice_target(window, budget),
         slice_min_column_bytes: 0,
         owns_demand_reads: false,
