@@ -207,13 +207,27 @@ impl PrefetchingParquetSource {
         }
     }
 
-    /// The running scan's driver, or a new one for `config`'s files.
+    /// The running scan's driver, or a new one for `config`'s files, for a
+    /// stream: the streams hold it from here on (a driver started early is
+    /// no longer held for them).
     fn driver(
         &self,
         object_store: &Arc<dyn ObjectStore>,
         config: &FileScanConfig,
     ) -> Arc<ScanDriver> {
         let mut running = self.running.lock();
+        let driver = self.driver_of(&mut running, object_store, config);
+        running.started_early = None;
+        driver
+    }
+
+    /// `running`'s driver, or a new one for `config`'s files.
+    fn driver_of(
+        &self,
+        running: &mut RunningScan,
+        object_store: &Arc<dyn ObjectStore>,
+        config: &FileScanConfig,
+    ) -> Arc<ScanDriver> {
         if let Some(driver) = running.driver.upgrade() {
             return driver;
         }
@@ -330,16 +344,21 @@ impl PrefetchingParquetSource {
     /// until the first stream takes it. Nothing happens under `off` or while
     /// the scan is running.
     pub(crate) fn start_early(&self, object_store: &Arc<dyn ObjectStore>, config: &FileScanConfig) {
-        if self.options.policy() == PrefetchPolicy::Off
-            || self.running.lock().driver.strong_count() > 0
-        {
+        if self.options.policy() == PrefetchPolicy::Off {
             return;
         }
-        let driver = self.driver(object_store, config);
+        let driver = {
+            let mut running = self.running.lock();
+            if running.driver.strong_count() > 0 {
+                return;
+            }
+            let driver = self.driver_of(&mut running, object_store, config);
+            running.started_early = Some(Arc::clone(&driver));
+            driver
+        };
         for partition in 0..config.file_groups.len() {
             driver.partition_started(partition);
         }
-        self.running.lock().started_early = Some(driver);
     }
 
     /// The same source, starting `late` with its first stream.
@@ -465,8 +484,6 @@ impl FileSource for PrefetchingParquetSource {
                 .create_morselizer(object_store, base_config, partition);
         }
         let driver = self.driver(&object_store, base_config);
-        // The streams hold the driver from here on.
-        self.running.lock().started_early = None;
         driver.partition_started(partition);
         let store_url = base_config.object_store_url.as_str();
         for late in self.late_scans.iter() {
