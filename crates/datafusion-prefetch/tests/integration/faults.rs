@@ -3,14 +3,19 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use datafusion_prefetch_simstore::{Fault, FaultKind, FaultRule};
 
-use crate::support::{FixtureOptions, chunk, fixture, parquet_file, settle};
+use crate::support::{Fixture, FixtureOptions, chunk, fixture, parquet_file, settle};
 
 const PAYLOAD: usize = 1;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_prefetch_falls_back_to_the_demand_read() {
+/// The query the four-file tests run.
+const SUM: &str = "SELECT sum(payload), count(*) FROM t";
+
+/// Four single-row-group files at 20 ms per request, and [`SUM`]'s result
+/// under `off`.
+async fn four_files_at_20ms() -> (Vec<Bytes>, Fixture, String) {
     let files: Vec<_> = (0..4)
         .map(|i| parquet_file(i * 20_000, 20_000, 20_000))
         .collect();
@@ -22,9 +27,15 @@ async fn a_failed_prefetch_falls_back_to_the_demand_read() {
         },
     )
     .await;
-    let sql = "SELECT sum(payload), count(*) FROM t";
     fx.set("policy", "off").await;
-    let (expected, _) = fx.run(sql).await;
+    let (expected, _) = fx.run(SUM).await;
+    (files, fx, expected)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_prefetch_falls_back_to_the_demand_read() {
+    let (files, fx, expected) = four_files_at_20ms().await;
+    let sql = SUM;
 
     // Under pipelined, the first GET of file 2's payload is a read-ahead: fail it.
     let (path, _) = &fx.files[2];
@@ -171,20 +182,8 @@ async fn a_stalled_prefetch_is_abandoned_for_a_demand_read() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_sends_a_request_that_does_not_answer_again_beside_it() {
-    let files: Vec<_> = (0..4)
-        .map(|i| parquet_file(i * 20_000, 20_000, 20_000))
-        .collect();
-    let fx = fixture(
-        files.clone(),
-        FixtureOptions {
-            latency: Duration::from_millis(20),
-            ..Default::default()
-        },
-    )
-    .await;
-    let sql = "SELECT sum(payload), count(*) FROM t";
-    fx.set("policy", "off").await;
-    let (expected, _) = fx.run(sql).await;
+    let (files, fx, expected) = four_files_at_20ms().await;
+    let sql = SUM;
     // A first run measures the store (20 ms per request) for the session:
     // the next run's GETs are hedged after two of them from the start.
     fx.set("policy", "auto").await;

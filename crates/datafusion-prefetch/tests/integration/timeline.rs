@@ -46,9 +46,10 @@ async fn pipelined_keeps_the_current_and_file_open_depth_files_in_flight() {
     assert_eq!(requests_before_first_landed("pipelined", 8).await, 9);
 }
 
-/// A self-join of one single-row-group file: the requests of `policy`'s
-/// run, and how many were issued before the first one landed.
-async fn join_requests(policy: &str) -> (usize, usize, String) {
+/// `sql` over one single-row-group file at 50 ms per request, under
+/// `policy`: its requests, how many were issued before the first one landed,
+/// and its result. `plan_shows` is an operator the plan must have.
+async fn one_file_requests(policy: &str, sql: &str, plan_shows: &str) -> (usize, usize, String) {
     let fx = fixture(
         vec![parquet_file(0, 20_000, 20_000)],
         FixtureOptions {
@@ -58,11 +59,20 @@ async fn join_requests(policy: &str) -> (usize, usize, String) {
     )
     .await;
     fx.set("policy", policy).await;
-    let (result, _) = fx
-        .run("SELECT count(*), sum(b.payload) FROM t a JOIN t b ON a.id = b.id")
-        .await;
+    let plan = fx.plan(sql).await;
+    let shown = datafusion::physical_plan::displayable(plan.as_ref())
+        .indent(false)
+        .to_string();
+    assert!(shown.contains(plan_shows), "{shown}");
+    let (result, _) = fx.run(sql).await;
     let records = fx.store.records();
     (records.len(), issued_before_first_landed(&records), result)
+}
+
+/// A self-join of one single-row-group file under `policy`.
+async fn join_requests(policy: &str) -> (usize, usize, String) {
+    let sql = "SELECT count(*), sum(b.payload) FROM t a JOIN t b ON a.id = b.id";
+    one_file_requests(policy, sql, "HashJoinExec").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -117,26 +127,9 @@ async fn streams_started_but_never_polled_release_everything_when_dropped() {
 const SCALAR_SUBQUERY: &str =
     "SELECT count(*), sum(id) FROM t WHERE payload > (SELECT avg(payload) FROM t)";
 
-/// `policy`'s run of [`SCALAR_SUBQUERY`]: its requests, how many were issued
-/// before the first one landed, and its result.
+/// [`SCALAR_SUBQUERY`] under `policy`.
 async fn scalar_subquery_requests(policy: &str) -> (usize, usize, String) {
-    let fx = fixture(
-        vec![parquet_file(0, 20_000, 20_000)],
-        FixtureOptions {
-            latency: Duration::from_millis(50),
-            ..Default::default()
-        },
-    )
-    .await;
-    fx.set("policy", policy).await;
-    let plan = fx.plan(SCALAR_SUBQUERY).await;
-    let shown = datafusion::physical_plan::displayable(plan.as_ref())
-        .indent(false)
-        .to_string();
-    assert!(shown.contains("ScalarSubqueryExec"), "{shown}");
-    let (result, _) = fx.run(SCALAR_SUBQUERY).await;
-    let records = fx.store.records();
-    (records.len(), issued_before_first_landed(&records), result)
+    one_file_requests(policy, SCALAR_SUBQUERY, "ScalarSubqueryExec").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
