@@ -376,13 +376,15 @@ impl Drop for ScanDriver {
     fn drop(&mut self) {
         let mut core = self.core.lock();
         core.handle(Event::ScanEnded);
+        // Nothing staged any more, before the stopped fetches let their
+        // holds go and another scan takes the room.
+        self.publish(&core);
         self.fetches.stop_all();
         self.footers.stop_all();
         self.probe.stop();
         for handle in self.starts.lock().drain(..) {
             handle.abort();
         }
-        self.publish(&core);
         self.reservation.free();
     }
 }
