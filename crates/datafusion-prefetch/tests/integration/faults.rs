@@ -1,9 +1,11 @@
 //! Store faults under prefetching: a failed prefetch never fails a query whose
 //! demand read succeeds, and nothing is left staged or running afterwards.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use datafusion_prefetch::PrefetchStats;
 use datafusion_prefetch_simstore::{Fault, FaultKind, FaultRule};
 
 use crate::support::{Fixture, FixtureOptions, chunk, fixture, parquet_file, settle};
@@ -12,6 +14,25 @@ const PAYLOAD: usize = 1;
 
 /// The query the four-file tests run.
 const SUM: &str = "SELECT sum(payload), count(*) FROM t";
+
+/// The first GET of file 2's payload (of `files`, served by `fx`) never
+/// answers.
+fn stall_file_2_payload_once(fx: &Fixture, files: &[Bytes]) {
+    let (path, _) = &fx.files[2];
+    fx.faults.push(
+        FaultRule::new(Fault::Stall)
+            .path(path.as_ref())
+            .overlapping(chunk(&files[2], 0, PAYLOAD))
+            .once(),
+    );
+}
+
+/// Run `sql`, which must not hang on a stalled GET.
+async fn run_within_30s(fx: &Fixture, sql: &str) -> (String, Vec<Arc<PrefetchStats>>) {
+    tokio::time::timeout(Duration::from_secs(30), fx.run(sql))
+        .await
+        .expect("a stalled GET must not hang the query")
+}
 
 /// Four single-row-group files at 20 ms per request, and [`SUM`]'s result
 /// under `off`.
@@ -153,17 +174,9 @@ async fn a_stalled_prefetch_is_abandoned_for_a_demand_read() {
     let (expected, _) = fx.run(sql).await;
 
     // The read-ahead of file 2's payload never answers; the retry does.
-    let (path, _) = &fx.files[2];
-    fx.faults.push(
-        FaultRule::new(Fault::Stall)
-            .path(path.as_ref())
-            .overlapping(chunk(&files[2], 0, PAYLOAD))
-            .once(),
-    );
+    stall_file_2_payload_once(&fx, &files);
     fx.set("policy", "pipelined").await;
-    let (result, stats) = tokio::time::timeout(Duration::from_secs(30), fx.run(sql))
-        .await
-        .expect("a stalled read-ahead must not hang the query");
+    let (result, stats) = run_within_30s(&fx, sql).await;
     assert_eq!(result, expected);
     assert_eq!(
         fx.fault_stats.injected(FaultKind::Stall),
@@ -191,16 +204,8 @@ async fn auto_sends_a_request_that_does_not_answer_again_beside_it() {
     assert_eq!(result, expected);
 
     // The first GET of file 2's payload never answers; its hedge does.
-    let (path, _) = &fx.files[2];
-    fx.faults.push(
-        FaultRule::new(Fault::Stall)
-            .path(path.as_ref())
-            .overlapping(chunk(&files[2], 0, PAYLOAD))
-            .once(),
-    );
-    let (result, stats) = tokio::time::timeout(Duration::from_secs(30), fx.run(sql))
-        .await
-        .expect("a stalled request must not hang the query");
+    stall_file_2_payload_once(&fx, &files);
+    let (result, stats) = run_within_30s(&fx, sql).await;
     assert_eq!(result, expected);
     assert_eq!(fx.fault_stats.injected(FaultKind::Stall), 1);
     assert!(
@@ -218,15 +223,8 @@ async fn auto_sends_a_request_that_does_not_answer_again_beside_it() {
 
     // With hedging off the stalled read-ahead is abandoned for a demand read.
     fx.set("hedge_after", "off").await;
-    fx.faults.push(
-        FaultRule::new(Fault::Stall)
-            .path(path.as_ref())
-            .overlapping(chunk(&files[2], 0, PAYLOAD))
-            .once(),
-    );
-    let (result, stats) = tokio::time::timeout(Duration::from_secs(30), fx.run(sql))
-        .await
-        .expect("a stalled request must not hang the query");
+    stall_file_2_payload_once(&fx, &files);
+    let (result, stats) = run_within_30s(&fx, sql).await;
     assert_eq!(result, expected);
     assert_eq!(fx.fault_stats.injected(FaultKind::Stall), 2);
     assert_eq!(stats[0].requests_hedged(), 0);

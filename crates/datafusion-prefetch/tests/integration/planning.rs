@@ -224,22 +224,12 @@ async fn a_small_governor_limit_bounds_the_footers_in_flight() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_footer_fails_planning_as_it_does_under_off() {
-    let off = plan_and_run(
-        "off",
-        Setup {
-            corrupt: Some(FILES / 2),
-            ..Setup::default()
-        },
-    )
-    .await;
-    let auto = plan_and_run(
-        "auto",
-        Setup {
-            corrupt: Some(FILES / 2),
-            ..Setup::default()
-        },
-    )
-    .await;
+    let setup = Setup {
+        corrupt: Some(FILES / 2),
+        ..Setup::default()
+    };
+    let off = plan_and_run("off", setup).await;
+    let auto = plan_and_run("auto", setup).await;
     let error = off
         .result
         .clone()
@@ -260,22 +250,12 @@ async fn no_footer_is_read_ahead_only_to_be_evicted_from_a_small_cache() {
         (per_footer * FILES / 3, true),
         (per_footer * FILES / 2, true),
     ] {
-        let off = plan_and_run(
-            "off",
-            Setup {
-                metadata_cache_limit: Some(room),
-                ..Setup::default()
-            },
-        )
-        .await;
-        let auto = plan_and_run(
-            "auto",
-            Setup {
-                metadata_cache_limit: Some(room),
-                ..Setup::default()
-            },
-        )
-        .await;
+        let setup = Setup {
+            metadata_cache_limit: Some(room),
+            ..Setup::default()
+        };
+        let off = plan_and_run("off", setup).await;
+        let auto = plan_and_run("auto", setup).await;
         assert_eq!(auto.result, off.result);
         assert!(
             off.planning_gets > FILES as u64,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::{FixtureOptions, assert_released, fixture, parquet_file};
+use crate::support::{Fixture, FixtureOptions, assert_released, fixture, parquet_file};
 
 /// Data requests issued before the first one completed.
 async fn requests_before_first_landed(policy: &str, depth: usize) -> usize {
@@ -46,18 +46,23 @@ async fn pipelined_keeps_the_current_and_file_open_depth_files_in_flight() {
     assert_eq!(requests_before_first_landed("pipelined", 8).await, 9);
 }
 
+/// One single-row-group file at `latency_ms` per request.
+async fn one_file_at(latency_ms: u64) -> Fixture {
+    fixture(
+        vec![parquet_file(0, 20_000, 20_000)],
+        FixtureOptions {
+            latency: Duration::from_millis(latency_ms),
+            ..Default::default()
+        },
+    )
+    .await
+}
+
 /// `sql` over one single-row-group file at 50 ms per request, under
 /// `policy`: its requests, how many were issued before the first one landed,
 /// and its result. `plan_shows` is an operator the plan must have.
 async fn one_file_requests(policy: &str, sql: &str, plan_shows: &str) -> (usize, usize, String) {
-    let fx = fixture(
-        vec![parquet_file(0, 20_000, 20_000)],
-        FixtureOptions {
-            latency: Duration::from_millis(50),
-            ..Default::default()
-        },
-    )
-    .await;
+    let fx = one_file_at(50).await;
     fx.set("policy", policy).await;
     let plan = fx.plan(sql).await;
     let shown = datafusion::physical_plan::displayable(plan.as_ref())
@@ -90,14 +95,7 @@ async fn the_probe_side_of_a_join_reads_while_the_build_side_does() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_started_but_never_polled_release_everything_when_dropped() {
-    let fx = fixture(
-        vec![parquet_file(0, 20_000, 20_000)],
-        FixtureOptions {
-            latency: Duration::from_millis(20),
-            ..Default::default()
-        },
-    )
-    .await;
+    let fx = one_file_at(20).await;
     for policy in ["pipelined", "streaming", "auto"] {
         fx.set("policy", policy).await;
         let plan = fx
@@ -148,14 +146,7 @@ async fn a_scalar_subquerys_main_input_reads_while_the_subquery_does() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_main_input_started_early_releases_everything_when_the_subquery_fails() {
-    let fx = fixture(
-        vec![parquet_file(0, 20_000, 20_000)],
-        FixtureOptions {
-            latency: Duration::from_millis(20),
-            ..Default::default()
-        },
-    )
-    .await;
+    let fx = one_file_at(20).await;
     // The subquery returns 20,000 rows: the query fails, and the main input,
     // started by the subquery's scan, is never created by DataFusion.
     let sql = "SELECT count(*) FROM t WHERE payload > (SELECT payload FROM t)";
