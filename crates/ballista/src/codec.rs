@@ -11,8 +11,8 @@ use datafusion::logical_expr::{AggregateUDF, HigherOrderUDF, ScalarUDF, WindowUD
 use datafusion::physical_expr_common::physical_expr::proto_decode::PhysicalExprDecodeCtx;
 use datafusion::physical_expr_common::physical_expr::proto_encode::PhysicalExprEncodeCtx;
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
-use datafusion_prefetch::PrefetchingParquetSource;
 use datafusion_prefetch::StoreProfiles;
+use datafusion_prefetch::{PrefetchingParquetSource, prefetching_scan};
 use datafusion_proto::physical_plan::{
     PhysicalExtensionCodec, PhysicalPlanNodeExt, PhysicalProtoConverterExtension,
 };
@@ -92,18 +92,6 @@ impl PrefetchPhysicalCodec {
     }
 }
 
-/// `node` as a prefetching scan: the exec, its scan configuration and source.
-fn prefetch_scan(
-    node: &Arc<dyn ExecutionPlan>,
-) -> Option<(&DataSourceExec, &FileScanConfig, &PrefetchingParquetSource)> {
-    let exec = node.downcast_ref::<DataSourceExec>()?;
-    let scan = exec.data_source().downcast_ref::<FileScanConfig>()?;
-    let source = scan
-        .file_source()
-        .downcast_ref::<PrefetchingParquetSource>()?;
-    Some((exec, scan, source))
-}
-
 fn decode_error(e: impl std::fmt::Display) -> DataFusionError {
     internal_datafusion_err!("could not decode a prefetching Parquet scan: {e}")
 }
@@ -163,7 +151,7 @@ impl PhysicalExtensionCodec for PrefetchPhysicalCodec {
         buf: &mut Vec<u8>,
         proto_converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<()> {
-        let Some((exec, config, source)) = prefetch_scan(&node) else {
+        let Some((exec, config, source)) = prefetching_scan(node.as_ref()) else {
             return self.inner.try_encode(node, buf, proto_converter);
         };
         let plain = FileScanConfigBuilder::from(config.clone())

@@ -17,13 +17,12 @@ use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
 use datafusion::datasource::physical_plan::{FileScanConfig, FileScanConfigBuilder};
-use datafusion::datasource::source::DataSourceExec;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::scalar_subquery::ScalarSubqueryExec;
 use datafusion::physical_plan::{ChildrenPropertiesMode, ExecutionPlan, ReplaceChildrenOptions};
 use object_store::ObjectStore;
 
-use crate::source::PrefetchingParquetSource;
+use crate::source::{PrefetchingParquetSource, prefetching_scan};
 
 /// A physical optimizer rule that lets the scans of a scalar subquery start
 /// the scans of the main input it holds back (see the module docs).
@@ -120,7 +119,7 @@ impl LateScan {
 fn prefetching_scans(plan: &Arc<dyn ExecutionPlan>) -> Result<Vec<LateScan>> {
     let mut scans = vec![];
     plan.apply(|node| {
-        if let Some((_, source, config)) = prefetching_scan(node.as_ref()) {
+        if let Some((_, config, source)) = prefetching_scan(node.as_ref()) {
             scans.push(LateScan {
                 source: source.clone(),
                 config: config.clone(),
@@ -131,24 +130,12 @@ fn prefetching_scans(plan: &Arc<dyn ExecutionPlan>) -> Result<Vec<LateScan>> {
     Ok(scans)
 }
 
-/// `node` as a prefetching scan: the exec, its source and its configuration.
-fn prefetching_scan(
-    node: &dyn ExecutionPlan,
-) -> Option<(&DataSourceExec, &PrefetchingParquetSource, &FileScanConfig)> {
-    let exec = node.downcast_ref::<DataSourceExec>()?;
-    let config = exec.data_source().downcast_ref::<FileScanConfig>()?;
-    let source = config
-        .file_source()
-        .downcast_ref::<PrefetchingParquetSource>()?;
-    Some((exec, source, config))
-}
-
 /// `node`, if a prefetching scan, made to start `late` with its first stream.
 fn link(
     node: Arc<dyn ExecutionPlan>,
     late: &Arc<[LateScan]>,
 ) -> Result<Transformed<Arc<dyn ExecutionPlan>>> {
-    let Some((exec, source, config)) = prefetching_scan(node.as_ref()) else {
+    let Some((exec, config, source)) = prefetching_scan(node.as_ref()) else {
         return Ok(Transformed::no(node));
     };
     let config = FileScanConfigBuilder::from(config.clone())

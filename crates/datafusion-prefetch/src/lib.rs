@@ -31,8 +31,8 @@
 //! helpers [`enable_prefetch`] and [`prefetching_context`] with
 //! [`PrefetchScanRule`] and [`PrefetchLateScanRule`], the settings
 //! [`PrefetchOptions`], the process-wide
-//! [`PrefetchGovernor`], and [`PrefetchStats`] / [`prefetch_stats`] to watch
-//! scans. How it works:
+//! [`PrefetchGovernor`], [`PrefetchStats`] / [`prefetch_stats`] to watch
+//! scans, and [`prefetching_scan`] to find them in a plan. How it works:
 //! `docs/design.md`, which opens with a map of the modules:
 //! - `config`: the `prefetch.*` settings;
 //! - `scheduler`: the pure, deterministic scheduler — what to fetch, what to
@@ -74,5 +74,5 @@ pub use metrics::PrefetchStats;
 pub use planning::{PrefetchingParquetFormat, PrefetchingParquetFormatFactory};
 pub use profiles::StoreProfiles;
 pub use session::{PrefetchScanRule, enable_prefetch, prefetching_context};
-pub use source::{PrefetchingParquetSource, prefetch_stats};
+pub use source::{PrefetchingParquetSource, prefetch_stats, prefetching_scan};
 pub use table::{PrefetchingParquetTable, PrefetchingParquetTableBuilder};

@@ -440,6 +440,20 @@ impl fmt::Write for Prefix {
     }
 }
 
+/// `node` as a prefetching scan: a `DataSourceExec` over a `FileScanConfig`
+/// whose source is a [`PrefetchingParquetSource`], with those two; `None`
+/// for any other node. For rules and codecs that find or rebuild such scans.
+pub fn prefetching_scan(
+    node: &dyn ExecutionPlan,
+) -> Option<(&DataSourceExec, &FileScanConfig, &PrefetchingParquetSource)> {
+    let exec = node.downcast_ref::<DataSourceExec>()?;
+    let config = exec.data_source().downcast_ref::<FileScanConfig>()?;
+    let source = config
+        .file_source()
+        .downcast_ref::<PrefetchingParquetSource>()?;
+    Some((exec, config, source))
+}
+
 /// The live statistics of every [`PrefetchingParquetSource`] scan in a
 /// physical plan, in plan order.
 ///
@@ -447,12 +461,7 @@ impl fmt::Write for Prefix {
 /// bytes while it runs, peak, waste and requests when it is done.
 pub fn prefetch_stats(plan: &Arc<dyn ExecutionPlan>) -> Vec<Arc<PrefetchStats>> {
     let mut out = vec![];
-    if let Some(exec) = plan.downcast_ref::<DataSourceExec>()
-        && let Some(scan) = exec.data_source().downcast_ref::<FileScanConfig>()
-        && let Some(source) = scan
-            .file_source()
-            .downcast_ref::<PrefetchingParquetSource>()
-    {
+    if let Some((_, _, source)) = prefetching_scan(plan.as_ref()) {
         out.push(source.stats());
     }
     for child in plan.children() {
