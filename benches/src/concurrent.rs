@@ -80,6 +80,9 @@ struct PolicySummary {
     /// referenced), exactly.
     peak_total_held_bytes: u64,
     governor_limit_bytes: u64,
+    /// Changes after which some scan staged more than it held (the
+    /// governor's own count during this policy's run): must be 0.
+    staged_over_held_violations: u64,
     /// The runtime's memory pool limit, if bounded.
     pool_limit_bytes: Option<u64>,
     peak_rss_bytes: u64,
@@ -174,6 +177,7 @@ async fn run_policy(
 ) -> Result<(Vec<QueryRun>, PolicySummary)> {
     let ctx = context(suite, policy, config).await?;
     let governor = PrefetchGovernor::of(&ctx.runtime_env());
+    let violations_before = governor.staged_over_held_violations();
     let done = Arc::new(AtomicBool::new(false));
     let sampler = {
         let (governor, done) = (Arc::clone(&governor), Arc::clone(&done));
@@ -250,6 +254,7 @@ async fn run_policy(
         peak_total_staged_bytes_exact: governor.peak_staged_bytes(),
         peak_total_held_bytes: governor.peak_held_bytes(),
         governor_limit_bytes: governor.limit().as_u64(),
+        staged_over_held_violations: governor.staged_over_held_violations() - violations_before,
         pool_limit_bytes: config.pool_limit.map(ByteSize::as_u64),
         peak_rss_bytes: peak_rss,
         failed_queries: failed,
@@ -350,6 +355,13 @@ fn judge(runs: &[QueryRun], summaries: &mut [PolicySummary]) -> bool {
                 summary.peak_total_staged_bytes_exact,
                 summary.peak_total_held_bytes,
                 summary.governor_limit_bytes
+            );
+            ok = false;
+        }
+        if summary.staged_over_held_violations > 0 {
+            eprintln!(
+                "STAGED OVER HELD {}: {} changes left staged bytes without a hold",
+                summary.policy, summary.staged_over_held_violations
             );
             ok = false;
         }
@@ -477,6 +489,7 @@ mod tests {
                 "max_ms",
                 "peak_total_staged_bytes",
                 "governor_limit_bytes",
+                "staged_over_held_violations",
                 "peak_rss_bytes",
                 "failed_queries",
                 "matches_off",
@@ -485,6 +498,7 @@ mod tests {
             }
             assert_eq!(s["governor_limit_bytes"], 64 << 10);
             assert_eq!(s["failed_queries"], 0);
+            assert_eq!(s["staged_over_held_violations"], 0);
             assert_eq!(s["matches_off"], true);
         }
     }

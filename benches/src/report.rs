@@ -39,6 +39,8 @@ struct PolicySummary {
     floor_ms: f64,
     wall_over_floor: f64,
     peak_staged_bytes: u64,
+    /// Summed over the policy's measurements: must be 0.
+    staged_over_held_violations: u64,
     memory_budget: u64,
 }
 
@@ -208,6 +210,13 @@ impl Report {
                     m.suite, m.query, m.policy, m.scan_bytes_fetched, m.bytes_wasted, m.bytes_used
                 );
             }
+            if m.staged_over_held_violations > 0 {
+                ok = false;
+                eprintln!(
+                    "STAGED OVER HELD {} {} {}: {} changes left staged bytes without a hold",
+                    m.suite, m.query, m.policy, m.staged_over_held_violations
+                );
+            }
             if m.peak_staged_bytes > self.budget {
                 ok = false;
                 eprintln!(
@@ -321,6 +330,12 @@ impl Report {
                         .map(|m| m.peak_staged_bytes)
                         .max()
                         .unwrap_or(0),
+                    staged_over_held_violations: self
+                        .measurements
+                        .iter()
+                        .filter(|m| m.policy == policy)
+                        .map(|m| m.staged_over_held_violations)
+                        .sum(),
                     memory_budget: self.budget,
                     total_wall_ms,
                     policy,

@@ -93,6 +93,9 @@ pub struct Measurement {
     /// Of those, bytes no decoder was handed.
     pub bytes_wasted: u64,
     pub peak_staged_bytes: u64,
+    /// Changes after which one of the query's scans staged more than the
+    /// governor held for it (summed over its scans): must be 0.
+    pub staged_over_held_violations: u64,
     /// Parquet scans in the query's plan.
     pub scans: usize,
     pub memory_budget: String,
@@ -219,6 +222,10 @@ pub async fn measure(
             .map(|s| s.peak_staged_bytes())
             .max()
             .unwrap_or(0),
+        staged_over_held_violations: sources
+            .iter()
+            .map(|s| s.staged_over_held_violations())
+            .sum(),
         scans: sources.len(),
         memory_budget: budget,
         rows,
@@ -413,6 +420,11 @@ mod tests {
             assert_eq!(
                 (off.rows, &off.checksum),
                 (pipelined.rows, &pipelined.checksum),
+                "{name} {}",
+                query.name
+            );
+            assert_eq!(
+                pipelined.staged_over_held_violations, 0,
                 "{name} {}",
                 query.name
             );

@@ -28,6 +28,8 @@ pub struct PrefetchStats {
     requests_hedged: AtomicU64,
     bytes_fetched: AtomicU64,
     live_tasks: AtomicU64,
+    staged_over_held_violations: AtomicU64,
+    bytes_copied: AtomicU64,
 }
 
 impl PrefetchStats {
@@ -86,6 +88,21 @@ impl PrefetchStats {
         self.bytes_fetched.load(Ordering::SeqCst)
     }
 
+    /// Changes after which one of this source's scans had more bytes staged
+    /// than it held under the governor (see
+    /// [`PrefetchGovernor::staged_over_held_violations`](crate::PrefetchGovernor::staged_over_held_violations)):
+    /// zero unless the bookkeeping is wrong.
+    pub fn staged_over_held_violations(&self) -> u64 {
+        self.staged_over_held_violations.load(Ordering::SeqCst)
+    }
+
+    /// Bytes copied out of demand-read bodies to be kept staged (retained
+    /// pages, widened ranges), so that what is kept holds exactly its own
+    /// bytes rather than the whole body it was a slice of.
+    pub fn bytes_copied(&self) -> u64 {
+        self.bytes_copied.load(Ordering::SeqCst)
+    }
+
     /// Background tasks (footer reads and fetches) still running.
     pub fn live_tasks(&self) -> u64 {
         self.live_tasks.load(Ordering::SeqCst)
@@ -129,6 +146,10 @@ pub(crate) struct ScanMetrics {
     bytes_shed: Count,
     requests_merged: Count,
     peak_staged_bytes: Gauge,
+    staged_over_held_violations: Count,
+    /// The violations of this scan already counted.
+    violations_seen: Arc<AtomicU64>,
+    bytes_copied: Count,
     time_to_first_batch: Time,
     io_wait: Time,
     auto: Option<AutoMetrics>,
@@ -196,6 +217,9 @@ impl ScanMetrics {
             requests_merged: counter("prefetch_requests_merged"),
             peak_staged_bytes: MetricBuilder::new(metrics)
                 .global_gauge("prefetch_peak_staged_bytes"),
+            staged_over_held_violations: counter("prefetch_staged_over_held_violations"),
+            violations_seen: Arc::default(),
+            bytes_copied: counter("prefetch_bytes_copied"),
             time_to_first_batch: global_time(metrics, "prefetch_time_to_first_batch"),
             io_wait: global_time(metrics, "prefetch_io_wait"),
             auto,
@@ -246,6 +270,24 @@ impl ScanMetrics {
         for request in &plan.requests {
             self.request(request.end - request.start);
         }
+    }
+
+    /// The governor has counted `violations` for this scan so far.
+    pub(crate) fn staged_over_held(&self, violations: u64) {
+        let before = self.violations_seen.fetch_max(violations, Ordering::SeqCst);
+        if violations > before {
+            let new = violations - before;
+            self.staged_over_held_violations.add(new as usize);
+            self.stats
+                .staged_over_held_violations
+                .fetch_add(new, Ordering::SeqCst);
+        }
+    }
+
+    /// `bytes` were copied out of a demand read's bodies to be kept.
+    pub(crate) fn copied(&self, bytes: u64) {
+        self.bytes_copied.add(bytes as usize);
+        self.stats.bytes_copied.fetch_add(bytes, Ordering::SeqCst);
     }
 
     /// A reader gave up waiting for a read-ahead and read the bytes itself.

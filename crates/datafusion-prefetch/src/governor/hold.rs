@@ -76,7 +76,7 @@ mod tests {
     fn the_hold_goes_with_the_last_slice_of_the_last_buffer() {
         let governor = Arc::new(PrefetchGovernor::new(1000));
         let share = governor.join(std::sync::Weak::<NoTenant>::new());
-        let hold = share.try_reserve(300).expect("room");
+        let hold = share.try_reserve(300, 0).expect("room");
         assert_eq!(governor.held_bytes(), 300);
         let buffers = hold_buffers(
             vec![Bytes::from(vec![1u8; 100]), Bytes::from(vec![2u8; 200])],

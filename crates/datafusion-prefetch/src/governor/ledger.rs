@@ -57,8 +57,11 @@ struct Account {
     /// Bytes reserved and not yet released: staged pieces, requests in
     /// flight, and landed buffers still referenced.
     held: u64,
-    /// Bytes its scheduler reports staged (a part of `held`).
+    /// Bytes its scheduler reports staged: a part of `held`, raised with
+    /// the hold that covers them and lowered before that hold is let go.
     staged: u64,
+    /// Changes after which `staged` exceeded `held`.
+    violations: u64,
     /// When its decoders last asked for bytes (or it joined).
     last_read: Duration,
     want: Want,
@@ -80,6 +83,7 @@ pub(crate) struct Ledger {
     peak_held: u64,
     peak_staged: u64,
     refusals: u64,
+    violations: u64,
 }
 
 impl Ledger {
@@ -95,6 +99,7 @@ impl Ledger {
             peak_held: 0,
             peak_staged: 0,
             refusals: 0,
+            violations: 0,
         }
     }
 
@@ -128,6 +133,29 @@ impl Ledger {
         self.refusals
     }
 
+    /// Changes after which some scan staged more than it held: each is a
+    /// staged byte that no reservation covered at that instant. Zero when
+    /// the scans keep their order (raise staged with the hold, lower it
+    /// before letting the hold go).
+    pub(crate) fn violations(&self) -> u64 {
+        self.violations
+    }
+
+    /// [`Self::violations`] of one scan (zero once its account is gone).
+    pub(crate) fn violations_of(&self, key: ScanKey) -> u64 {
+        self.accounts.get(&key).map_or(0, |a| a.violations)
+    }
+
+    /// Count a violation if `key` stages more than it holds now.
+    fn check(&mut self, key: ScanKey) {
+        if let Some(account) = self.accounts.get_mut(&key)
+            && account.staged > account.held
+        {
+            account.violations += 1;
+            self.violations += 1;
+        }
+    }
+
     /// Scans not yet ended.
     pub(crate) fn live_scans(&self) -> usize {
         self.accounts.values().filter(|a| !a.ended).count()
@@ -143,6 +171,7 @@ impl Ledger {
                 held: 0,
                 staged: 0,
                 last_read: now,
+                violations: 0,
                 want: Want::Satisfied,
                 shed_asked: false,
                 ended: false,
@@ -175,12 +204,34 @@ impl Ledger {
         }
     }
 
-    /// The scan's scheduler now stages `staged` bytes.
+    /// The scan's scheduler now stages `staged` bytes. Never clamped to
+    /// what it holds: a figure above it is counted as a violation.
     pub(crate) fn set_staged(&mut self, key: ScanKey, staged: u64) {
         if let Some(account) = self.accounts.get_mut(&key) {
             self.staged = self.staged - account.staged + staged;
             account.staged = staged;
             self.peak_staged = self.peak_staged.max(self.staged);
+        }
+        self.check(key);
+    }
+
+    /// Notices that could not be delivered (no runtime to run them on): the
+    /// scans are told again at the next change, as if never told.
+    pub(crate) fn rearm(&mut self, undelivered: &Notices) {
+        for key in &undelivered.wake {
+            if let Some(account) = self.accounts.get_mut(key)
+                && let Want::Waiting { since, .. } = account.want
+            {
+                account.want = Want::Waiting {
+                    since,
+                    woken: false,
+                };
+            }
+        }
+        for (key, _) in &undelivered.shed {
+            if let Some(account) = self.accounts.get_mut(key) {
+                account.shed_asked = false;
+            }
         }
     }
 
@@ -190,7 +241,8 @@ impl Ledger {
         self.wake_waiting()
     }
 
-    /// May `key` reserve `bytes` more at `now`?
+    /// May `key` reserve `bytes` more at `now`, `staged` of them staged
+    /// from the moment they are granted?
     ///
     /// Granted when the bytes fit under the limit, unless a scan that holds
     /// less than its fair share (the limit divided among the scans whose
@@ -204,6 +256,7 @@ impl Ledger {
         &mut self,
         key: ScanKey,
         bytes: u64,
+        staged: u64,
         now: Duration,
     ) -> (Verdict, Notices) {
         let Some(account) = self.accounts.get(&key) else {
@@ -216,9 +269,13 @@ impl Ledger {
         if fits && !yields {
             let account = self.accounts.get_mut(&key).expect("checked");
             account.held += bytes;
+            account.staged += staged;
             account.want = Want::Satisfied;
             self.held += bytes;
+            self.staged += staged;
             self.peak_held = self.peak_held.max(self.held);
+            self.peak_staged = self.peak_staged.max(self.staged);
+            self.check(key);
             return (Verdict::Granted, Notices::default());
         }
         self.refusals += 1;
@@ -246,6 +303,7 @@ impl Ledger {
         if account.ended && account.held == 0 {
             self.accounts.remove(&key);
         }
+        self.check(key);
         self.wake_waiting()
     }
 
@@ -337,12 +395,12 @@ mod tests {
     fn reservations_never_take_the_total_over_the_limit() {
         let mut l = ledger(100);
         let a = l.join(MS);
-        assert_eq!(l.try_reserve(a, 60, MS).0, Verdict::Granted);
-        assert_eq!(l.try_reserve(a, 40, MS).0, Verdict::Granted);
-        assert_eq!(l.try_reserve(a, 1, MS).0, Verdict::Refused);
+        assert_eq!(l.try_reserve(a, 60, 0, MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(a, 40, 0, MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(a, 1, 0, MS).0, Verdict::Refused);
         assert_eq!((l.held(), l.peak_held()), (100, 100));
         l.release(a, 30);
-        assert_eq!(l.try_reserve(a, 30, MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(a, 30, 0, MS).0, Verdict::Granted);
         assert_eq!(l.held(), 100);
     }
 
@@ -350,95 +408,99 @@ mod tests {
     fn a_refused_scan_is_woken_once_by_the_next_release() {
         let mut l = ledger(100);
         let (a, b) = (l.join(MS), l.join(MS));
-        assert_eq!(l.try_reserve(a, 100, MS).0, Verdict::Granted);
-        assert_eq!(l.try_reserve(b, 10, MS).0, Verdict::Refused);
+        assert_eq!(l.try_reserve(a, 100, 0, MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(b, 10, 0, MS).0, Verdict::Refused);
         assert_eq!(l.release(a, 10).wake, vec![b]);
         // Told once until refused again.
         assert!(l.release(a, 10).wake.is_empty());
-        assert_eq!(l.try_reserve(b, 10, 2 * MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(b, 10, 0, 2 * MS).0, Verdict::Granted);
     }
 
     #[test]
     fn a_new_scan_gets_its_first_bytes_as_soon_as_they_fit() {
         let mut l = ledger(100);
         let (a, b) = (l.join(MS), l.join(MS));
-        assert_eq!(l.try_reserve(a, 100, MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(a, 100, 0, MS).0, Verdict::Granted);
         // b waits; a, over its share of 50, may not take back what it frees.
-        assert_eq!(l.try_reserve(b, 20, MS).0, Verdict::Refused);
+        assert_eq!(l.try_reserve(b, 20, 0, MS).0, Verdict::Refused);
         l.release(a, 20);
-        assert_eq!(l.try_reserve(a, 20, 2 * MS).0, Verdict::Refused);
-        assert_eq!(l.try_reserve(b, 20, 2 * MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(a, 20, 0, 2 * MS).0, Verdict::Refused);
+        assert_eq!(l.try_reserve(b, 20, 0, 2 * MS).0, Verdict::Granted);
     }
 
     #[test]
     fn shares_flow_to_the_scan_below_its_share_until_it_has_it() {
         let mut l = ledger(100);
         let (a, b) = (l.join(MS), l.join(MS));
-        assert_eq!(l.try_reserve(a, 100, MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(a, 100, 0, MS).0, Verdict::Granted);
         for step in 0..5 {
             let now = (2 + step) * MS;
-            assert_eq!(l.try_reserve(b, 10, now).0, Verdict::Refused, "{step}");
+            assert_eq!(l.try_reserve(b, 10, 0, now).0, Verdict::Refused, "{step}");
             l.release(a, 10);
             assert_eq!(
-                l.try_reserve(a, 10, now).0,
+                l.try_reserve(a, 10, 0, now).0,
                 Verdict::Refused,
                 "a yields at {step}"
             );
-            assert_eq!(l.try_reserve(b, 10, now).0, Verdict::Granted, "b at {step}");
+            assert_eq!(
+                l.try_reserve(b, 10, 0, now).0,
+                Verdict::Granted,
+                "b at {step}"
+            );
         }
         // Both at their share of 50: b asks for more than its share and
         // waits; a is no longer held back by a scan below its share.
-        assert_eq!(l.try_reserve(b, 10, 8 * MS).0, Verdict::Refused);
+        assert_eq!(l.try_reserve(b, 10, 0, 8 * MS).0, Verdict::Refused);
         l.release(a, 10);
-        assert_eq!(l.try_reserve(a, 10, 8 * MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(a, 10, 0, 8 * MS).0, Verdict::Granted);
     }
 
     #[test]
     fn scans_over_their_shares_do_not_hold_each_other_up() {
         let mut l = ledger(100);
         let (a, b) = (l.join(MS), l.join(MS));
-        assert_eq!(l.try_reserve(a, 60, MS).0, Verdict::Granted);
-        assert_eq!(l.try_reserve(b, 40, MS).0, Verdict::Granted);
-        assert_eq!(l.try_reserve(a, 10, MS).0, Verdict::Refused);
-        assert_eq!(l.try_reserve(b, 20, MS).0, Verdict::Refused);
+        assert_eq!(l.try_reserve(a, 60, 0, MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(b, 40, 0, MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(a, 10, 0, MS).0, Verdict::Refused);
+        assert_eq!(l.try_reserve(b, 20, 0, MS).0, Verdict::Refused);
         l.release(b, 30);
         // b (10, below its share) still waits for its 20: a yields.
-        assert_eq!(l.try_reserve(a, 10, MS).0, Verdict::Refused);
-        assert_eq!(l.try_reserve(b, 20, MS).0, Verdict::Granted);
-        assert_eq!(l.try_reserve(a, 10, MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(a, 10, 0, MS).0, Verdict::Refused);
+        assert_eq!(l.try_reserve(b, 20, 0, MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(a, 10, 0, MS).0, Verdict::Granted);
     }
 
     #[test]
     fn a_waiter_that_stopped_asking_holds_nobody_up() {
         let mut l = ledger(100);
         let (a, b) = (l.join(MS), l.join(MS));
-        assert_eq!(l.try_reserve(a, 90, MS).0, Verdict::Granted);
-        assert_eq!(l.try_reserve(b, 20, MS).0, Verdict::Refused);
+        assert_eq!(l.try_reserve(a, 90, 0, MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(b, 20, 0, MS).0, Verdict::Refused);
         l.release(a, 40);
         // b never came back: after the idle time, a may take the room.
         let later = MS + IDLE_AFTER + MS;
         l.read_asked(a, later);
-        assert_eq!(l.try_reserve(a, 40, later).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(a, 40, 0, later).0, Verdict::Granted);
     }
 
     #[test]
     fn idle_scans_are_asked_to_give_their_staged_bytes_back() {
         let mut l = ledger(100);
         let (idle, reading) = (l.join(MS), l.join(MS));
-        assert_eq!(l.try_reserve(idle, 100, MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(idle, 100, 0, MS).0, Verdict::Granted);
         l.set_staged(idle, 80);
         let later = MS + IDLE_AFTER + MS;
         l.read_asked(reading, later);
-        let (verdict, notices) = l.try_reserve(reading, 30, later);
+        let (verdict, notices) = l.try_reserve(reading, 30, 0, later);
         assert_eq!(verdict, Verdict::Refused);
         assert_eq!(notices.shed, vec![(idle, 30)]);
         // Asked once per idle spell.
-        let (_, notices) = l.try_reserve(reading, 30, later);
+        let (_, notices) = l.try_reserve(reading, 30, 0, later);
         assert!(notices.shed.is_empty());
         // A read ends the spell.
         l.read_asked(idle, later);
         l.read_asked(idle, later + IDLE_AFTER + 2 * MS);
-        let (_, notices) = l.try_reserve(reading, 30, later + 2 * IDLE_AFTER + 4 * MS);
+        let (_, notices) = l.try_reserve(reading, 30, 0, later + 2 * IDLE_AFTER + 4 * MS);
         assert_eq!(notices.shed, vec![(idle, 30)]);
     }
 
@@ -446,9 +508,9 @@ mod tests {
     fn a_scan_reading_is_never_asked_to_shed() {
         let mut l = ledger(100);
         let (a, b) = (l.join(MS), l.join(MS));
-        assert_eq!(l.try_reserve(a, 100, MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(a, 100, 0, MS).0, Verdict::Granted);
         l.set_staged(a, 100);
-        let (verdict, notices) = l.try_reserve(b, 30, 2 * MS);
+        let (verdict, notices) = l.try_reserve(b, 30, 0, 2 * MS);
         assert_eq!(verdict, Verdict::Refused);
         assert!(notices.shed.is_empty());
     }
@@ -457,36 +519,68 @@ mod tests {
     fn an_ended_scan_stays_until_its_buffers_are_released() {
         let mut l = ledger(100);
         let (a, b) = (l.join(MS), l.join(MS));
-        assert_eq!(l.try_reserve(a, 70, MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(a, 70, 0, MS).0, Verdict::Granted);
         l.set_staged(a, 70);
-        assert_eq!(l.try_reserve(b, 40, MS).0, Verdict::Refused);
+        assert_eq!(l.try_reserve(b, 40, 0, MS).0, Verdict::Refused);
         assert_eq!(l.leave(a).wake, vec![b]);
         assert_eq!((l.live_scans(), l.held(), l.staged()), (1, 70, 0));
         l.release(a, 70);
         assert_eq!(l.held(), 0);
-        assert_eq!(l.try_reserve(b, 40, 2 * MS).0, Verdict::Granted);
-        assert_eq!(l.try_reserve(a, 1, 2 * MS).0, Verdict::Refused, "gone");
+        assert_eq!(l.try_reserve(b, 40, 0, 2 * MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(a, 1, 0, 2 * MS).0, Verdict::Refused, "gone");
     }
 
     #[test]
     fn the_staged_total_and_its_peak_follow_every_scan() {
         let mut l = ledger(1000);
         let (a, b) = (l.join(MS), l.join(MS));
-        l.set_staged(a, 30);
-        l.set_staged(b, 50);
+        assert_eq!(l.try_reserve(a, 40, 30, MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(b, 50, 50, MS).0, Verdict::Granted);
         l.set_staged(a, 10);
         assert_eq!((l.staged(), l.peak_staged()), (60, 80));
+        assert_eq!(l.violations(), 0);
+    }
+
+    #[test]
+    fn staged_above_held_is_counted_at_the_change_that_makes_it() {
+        let mut l = ledger(1000);
+        let a = l.join(MS);
+        // Raised with the hold, lowered before it goes: never a violation.
+        assert_eq!(l.try_reserve(a, 100, 80, MS).0, Verdict::Granted);
+        l.set_staged(a, 20);
+        l.release(a, 80);
+        assert_eq!(l.violations(), 0);
+        // The wrong order: the hold goes first, then staged is lowered.
+        l.release(a, 20);
+        assert_eq!((l.violations(), l.violations_of(a)), (1, 1));
+        l.set_staged(a, 0);
+        // Staged reported with nothing held.
+        l.set_staged(a, 5);
+        assert_eq!(l.violations(), 2);
+    }
+
+    #[test]
+    fn an_undelivered_wake_up_is_delivered_at_the_next_release() {
+        let mut l = ledger(100);
+        let (a, b) = (l.join(MS), l.join(MS));
+        assert_eq!(l.try_reserve(a, 100, 0, MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(b, 10, 0, MS).0, Verdict::Refused);
+        let told = l.release(a, 10);
+        assert_eq!(told.wake, vec![b]);
+        // Nobody could run the notice: b is told again next time.
+        l.rearm(&told);
+        assert_eq!(l.release(a, 10).wake, vec![b]);
     }
 
     #[test]
     fn a_lower_limit_holds_new_reservations_until_they_fit() {
         let mut l = ledger(100);
         let a = l.join(MS);
-        assert_eq!(l.try_reserve(a, 80, MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(a, 80, 0, MS).0, Verdict::Granted);
         l.set_limit(50);
-        assert_eq!(l.try_reserve(a, 1, MS).0, Verdict::Refused);
+        assert_eq!(l.try_reserve(a, 1, 0, MS).0, Verdict::Refused);
         l.release(a, 40);
-        assert_eq!(l.try_reserve(a, 10, MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(a, 10, 0, MS).0, Verdict::Granted);
         assert_eq!(l.held(), 50);
     }
 }

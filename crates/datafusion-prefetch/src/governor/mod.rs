@@ -69,9 +69,8 @@ pub const POOL_LIMIT_DIVISOR: u64 = 4;
 /// ```
 pub struct PrefetchGovernor {
     ledger: Mutex<Ledger>,
-    /// How each scan is told of freed room, or asked to shed (held weakly:
-    /// the governor never keeps a finished scan alive).
-    tenants: Mutex<BTreeMap<ScanKey, Weak<dyn Tenant>>>,
+    /// How each scan is told of freed room, or asked to shed.
+    tenants: Mutex<BTreeMap<ScanKey, Listener>>,
     started: Instant,
 }
 
@@ -83,6 +82,7 @@ impl std::fmt::Debug for PrefetchGovernor {
             .field("held", &ledger.held())
             .field("staged", &ledger.staged())
             .field("live_scans", &ledger.live_scans())
+            .field("staged_over_held_violations", &ledger.violations())
             .finish()
     }
 }
@@ -156,6 +156,14 @@ impl PrefetchGovernor {
         self.ledger.lock().refusals()
     }
 
+    /// Changes after which some scan's staged bytes exceeded what it held
+    /// under the governor (each scan raises its staged figure with the hold
+    /// that covers it and lowers it before letting the hold go): zero unless
+    /// the bookkeeping is wrong. Checked at every change, never clamped.
+    pub fn staged_over_held_violations(&self) -> u64 {
+        self.ledger.lock().violations()
+    }
+
     /// Prefetching scans running now.
     pub fn live_scans(&self) -> usize {
         self.ledger.lock().live_scans()
@@ -168,7 +176,11 @@ impl PrefetchGovernor {
     /// A new scan joins; `tenant` is how it is told of freed room.
     pub(crate) fn join(self: &Arc<Self>, tenant: Weak<dyn Tenant>) -> ScanShare {
         let key = self.ledger.lock().join(self.now());
-        self.tenants.lock().insert(key, tenant);
+        let listener = Listener {
+            tenant,
+            runtime: tokio::runtime::Handle::try_current().ok(),
+        };
+        self.tenants.lock().insert(key, listener);
         ScanShare {
             governor: Arc::clone(self),
             key,
@@ -176,32 +188,50 @@ impl PrefetchGovernor {
     }
 
     /// Tell scans what the ledger decided. Each report runs as a task of its
-    /// own: a release may happen while the releasing scan's scheduler is
-    /// locked, and the scan told may be that one.
+    /// own, on the current runtime or else on the one the scan joined from: a
+    /// release may happen while the releasing scan's scheduler is locked,
+    /// and the scan told may be that one. The tasks are spawned after the
+    /// lock on the tenants is let go and hold each scan weakly until it
+    /// runs (a notice never keeps a finished scan alive, nor drops the last
+    /// reference to one under that lock). A notice no runtime can run is
+    /// re-armed in the ledger, so the next change delivers it.
     fn deliver(&self, notices: Notices) {
         if notices.is_empty() {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            // Outside tokio (a buffer dropped by a plain thread): the scan
-            // resumes at its own next release.
-            return;
-        };
-        let tenants = self.tenants.lock();
-        let told = notices
+        let told: Vec<(ScanKey, Notice)> = notices
             .wake
-            .into_iter()
-            .map(|key| (key, Notice::RoomFreed))
+            .iter()
+            .map(|&key| (key, Notice::RoomFreed))
             .chain(
                 notices
                     .shed
-                    .into_iter()
-                    .map(|(key, bytes)| (key, Notice::Shed { bytes })),
-            );
-        for (key, notice) in told {
-            if let Some(tenant) = tenants.get(&key).and_then(Weak::upgrade) {
-                runtime.spawn(async move { tenant.notify(notice) });
+                    .iter()
+                    .map(|&(key, bytes)| (key, Notice::Shed { bytes })),
+            )
+            .collect();
+        let listeners: Vec<(Notice, Listener)> = {
+            let tenants = self.tenants.lock();
+            told.into_iter()
+                .filter_map(|(key, notice)| tenants.get(&key).map(|l| (notice, l.clone())))
+                .collect()
+        };
+        let current = tokio::runtime::Handle::try_current().ok();
+        let mut undelivered = false;
+        for (notice, Listener { tenant, runtime }) in listeners {
+            match current.as_ref().or(runtime.as_ref()) {
+                Some(runtime) => {
+                    runtime.spawn(async move {
+                        if let Some(tenant) = tenant.upgrade() {
+                            tenant.notify(notice);
+                        }
+                    });
+                }
+                None => undelivered = true,
             }
+        }
+        if undelivered {
+            self.ledger.lock().rearm(&notices);
         }
     }
 
@@ -230,15 +260,17 @@ impl std::fmt::Debug for ScanShare {
 }
 
 impl ScanShare {
-    /// Reserve `bytes` for a fetch, or `None`: the limit has no room for
-    /// this scan now, and it is told when room is freed.
-    pub(crate) fn try_reserve(&self, bytes: u64) -> Option<Hold> {
+    /// Reserve `bytes` for a fetch, `staged` of them staged by the scan's
+    /// scheduler from the moment they are granted (the scan's staged figure
+    /// rises with the hold, atomically), or `None`: the limit has no room
+    /// for this scan now, and it is told when room is freed.
+    pub(crate) fn try_reserve(&self, bytes: u64, staged: u64) -> Option<Hold> {
         let governor = &self.governor;
         let (verdict, notices) =
             governor
                 .ledger
                 .lock()
-                .try_reserve(self.key, bytes, governor.now());
+                .try_reserve(self.key, bytes, staged, governor.now());
         governor.deliver(notices);
         (verdict == Verdict::Granted).then(|| Hold::new(Arc::clone(governor), self.key, bytes))
     }
@@ -249,9 +281,15 @@ impl ScanShare {
         self.governor.ledger.lock().read_asked(self.key, now);
     }
 
-    /// The scan's scheduler stages `staged` bytes now.
+    /// The scan's scheduler stages `staged` bytes now: set before the holds
+    /// of bytes it released are let go.
     pub(crate) fn set_staged(&self, staged: u64) {
         self.governor.ledger.lock().set_staged(self.key, staged);
+    }
+
+    /// [`PrefetchGovernor::staged_over_held_violations`] of this scan.
+    pub(crate) fn violations(&self) -> u64 {
+        self.governor.ledger.lock().violations_of(self.key)
     }
 }
 
@@ -261,6 +299,14 @@ impl Drop for ScanShare {
         let notices = self.governor.ledger.lock().leave(self.key);
         self.governor.deliver(notices);
     }
+}
+
+/// How a scan is told: weakly (the governor never keeps a finished scan
+/// alive), on the runtime it joined from when a change happens off one.
+#[derive(Clone)]
+struct Listener {
+    tenant: Weak<dyn Tenant>,
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 /// What the governor tells a scan.
@@ -281,4 +327,98 @@ pub(crate) trait Tenant: Send + Sync {
     /// Take `notice` (called from a task of its own, never under the
     /// governor's lock).
     fn notify(&self, notice: Notice);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Counting(AtomicUsize);
+
+    impl Tenant for Counting {
+        fn notify(&self, _: Notice) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A governor with room for one 100-byte hold, `waiter` refused.
+    fn full(waiter: &Arc<Counting>) -> (Arc<PrefetchGovernor>, ScanShare, ScanShare, Hold) {
+        let governor = Arc::new(PrefetchGovernor::new(100));
+        let holder = governor.join(Weak::<Counting>::new());
+        let tenant: Weak<dyn Tenant> = Arc::downgrade(waiter) as Weak<dyn Tenant>;
+        let waiting = governor.join(tenant);
+        let hold = holder.try_reserve(100, 0).expect("room");
+        assert!(waiting.try_reserve(10, 0).is_none());
+        (governor, holder, waiting, hold)
+    }
+
+    #[test]
+    fn a_notice_holds_its_scan_weakly_until_it_runs() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let waiter = Arc::new(Counting::default());
+        let (_governor, _holder, _waiting, hold) = full(&waiter);
+        runtime.block_on(async {
+            drop(hold);
+            // Spawned, not run yet: the task must not keep the scan alive.
+            assert_eq!(Arc::strong_count(&waiter), 1);
+            tokio::task::yield_now().await;
+        });
+        assert_eq!(waiter.0.load(Ordering::SeqCst), 1, "told once it ran");
+    }
+
+    #[test]
+    fn a_scan_that_finished_before_its_notice_ran_is_not_told() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let waiter = Arc::new(Counting::default());
+        let (_governor, _holder, waiting, hold) = full(&waiter);
+        let weak = Arc::downgrade(&waiter);
+        runtime.block_on(async {
+            drop(hold);
+            drop(waiting);
+            drop(waiter);
+            tokio::task::yield_now().await;
+        });
+        assert!(weak.upgrade().is_none());
+    }
+
+    #[test]
+    fn a_wake_up_with_no_runtime_to_run_it_is_delivered_at_the_next_release() {
+        let waiter = Arc::new(Counting::default());
+        // Joined outside any runtime, released by a plain thread: nothing
+        // can run the notice now.
+        let (governor, holder, _waiting, hold) = full(&waiter);
+        drop(hold);
+        assert_eq!(waiter.0.load(Ordering::SeqCst), 0);
+        let again = holder.try_reserve(10, 0).expect("room");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            drop(again);
+            tokio::task::yield_now().await;
+        });
+        assert_eq!(waiter.0.load(Ordering::SeqCst), 1, "{governor:?}");
+    }
+
+    #[test]
+    fn releasing_a_hold_before_lowering_staged_is_counted() {
+        let governor = Arc::new(PrefetchGovernor::new(1000));
+        let share = governor.join(Weak::<Counting>::new());
+        let hold = share.try_reserve(100, 100).expect("room");
+        share.set_staged(0);
+        drop(hold);
+        assert_eq!(governor.staged_over_held_violations(), 0, "right order");
+        let hold = share.try_reserve(100, 100).expect("room");
+        drop(hold);
+        share.set_staged(0);
+        assert_eq!(governor.staged_over_held_violations(), 1, "wrong order");
+        assert_eq!(share.violations(), 1);
+    }
 }

@@ -172,20 +172,31 @@ impl ScanDriver {
     }
 
     /// Report `events` to the scheduler, carry out its answers — reporting
-    /// what the memory pool refuses as it goes — and publish its counters.
-    /// The answer to a [`Event::ReadAsked`] among them is returned, with the
-    /// fetches it is served from.
+    /// what the governor or the memory pool refuses as it goes — and publish
+    /// its counters. The answer to a [`Event::ReadAsked`] among them is
+    /// returned, with the fetches it is served from.
+    ///
+    /// The governor's gauge of this scan's staged bytes follows the one rule
+    /// the ledger checks: it falls (to what the scheduler stages, less what it
+    /// admitted, or was refused, that holds do not cover yet) before any
+    /// action lets a released fetch's hold go, and rises only with a
+    /// granted hold.
     pub(super) fn apply(&self, events: impl IntoIterator<Item = Event>) -> Option<Served> {
         let mut core = self.core.lock();
-        let mut pending: VecDeque<Event> = events.into_iter().collect();
+        let mut pending: VecDeque<Refusable> = events.into_iter().map(|event| (event, 0)).collect();
         let mut served = None;
-        while let Some(event) = pending.pop_front() {
+        while let Some((event, _)) = pending.pop_front() {
             let actions = core.handle(event);
-            // What this answer released goes back to the pool before
-            // anything it admitted is reserved.
+            // Refusals queued but not yet reported: still staged in the
+            // scheduler, held by nothing.
+            let refused_bytes: u64 = pending.iter().map(|(_, bytes)| bytes).sum();
+            // What this answer released goes back to the pool and out of
+            // the gauge before anything it admitted is reserved.
             let staged = core.stats().staged_bytes;
             self.reservation
                 .shrink_to(staged.saturating_sub(unreserved(&actions)));
+            self.reservation
+                .staged(staged.saturating_sub(unheld(&actions) + refused_bytes));
             for action in actions {
                 self.carry_out(action, &mut served, &mut pending);
             }
@@ -200,7 +211,7 @@ impl ScanDriver {
         &self,
         action: Action,
         served: &mut Option<Served>,
-        refused: &mut VecDeque<Event>,
+        refused: &mut VecDeque<Refusable>,
     ) {
         match action {
             Action::Serve(mut plan) => {
@@ -209,25 +220,28 @@ impl ScanDriver {
                 let mut widened_hold = None;
                 if let Some((id, widened)) = &plan.widened {
                     let bytes = total(widened);
-                    match self.reservation.try_reserve(bytes, bytes) {
-                        Ok(hold) => widened_hold = Some(hold),
-                        Err(_) => {
-                            refused.push_back(Event::PoolRefused { id: *id });
+                    match self.reservation.try_reserve(bytes, bytes, bytes) {
+                        Ok(hold) => {
+                            self.fetches.ride(*id);
+                            widened_hold = Some(hold);
+                        }
+                        Err(refusal) => {
+                            refused.push_back((refusal_event(refusal, *id), bytes));
                             plan.widened = None;
                         }
                     }
                 }
                 let mut retained_hold = None;
                 if let Some((id, positions)) = &plan.retained {
-                    let bytes = positions
-                        .iter()
-                        .map(|&p| plan.demand[p].end - plan.demand[p].start)
-                        .sum();
+                    let bytes = retained_bytes(&plan, positions);
                     // The pool is asked once the pages have landed.
-                    match self.reservation.try_reserve(0, bytes) {
-                        Ok(hold) => retained_hold = Some(hold),
-                        Err(_) => {
-                            refused.push_back(Event::PoolRefused { id: *id });
+                    match self.reservation.try_reserve(0, bytes, bytes) {
+                        Ok(hold) => {
+                            self.fetches.ride(*id);
+                            retained_hold = Some(hold);
+                        }
+                        Err(refusal) => {
+                            refused.push_back((refusal_event(refusal, *id), bytes));
                             plan.retained = None;
                         }
                     }
@@ -249,17 +263,11 @@ impl ScanDriver {
             } => {
                 // The scheduler admitted these bytes against the budget; the
                 // governor and the pool must agree too.
-                let hold = match self
-                    .reservation
-                    .try_reserve(total(&ranges), requests.bytes())
-                {
+                let bytes = total(&ranges);
+                let hold = match self.reservation.try_reserve(bytes, requests.bytes(), bytes) {
                     Ok(hold) => hold,
-                    Err(Refusal::Governor) => {
-                        refused.push_back(Event::GovernorRefused { id });
-                        return;
-                    }
-                    Err(Refusal::Pool) => {
-                        refused.push_back(Event::PoolRefused { id });
+                    Err(refusal) => {
+                        refused.push_back((refusal_event(refusal, id), bytes));
                         return;
                     }
                 };
@@ -277,6 +285,7 @@ impl ScanDriver {
         let stats = core.stats();
         self.reservation.shrink_to(stats.staged_bytes);
         self.reservation.staged(stats.staged_bytes);
+        self.metrics.staged_over_held(self.reservation.violations());
         let mut published = self.published.lock();
         self.metrics.publish(&published, &stats);
         *published = stats;
@@ -393,8 +402,41 @@ fn total(ranges: &[std::ops::Range<u64>]) -> u64 {
     ranges.iter().map(|r| r.end - r.start).sum()
 }
 
-/// Bytes an answer admitted that are not reserved yet: its background
-/// fetches and a read's widened ranges.
+/// An event to report, with the staged bytes no hold covers until it is:
+/// a refusal's (zero for any other event).
+type Refusable = (Event, u64);
+
+/// The event that reports `refusal` of fetch `id`.
+fn refusal_event(refusal: Refusal, id: FetchId) -> Event {
+    match refusal {
+        Refusal::Governor => Event::GovernorRefused { id },
+        Refusal::Pool => Event::PoolRefused { id },
+    }
+}
+
+/// Bytes of the demanded ranges at `positions` a read keeps staged.
+fn retained_bytes(plan: &ReadPlan, positions: &[usize]) -> u64 {
+    positions
+        .iter()
+        .map(|&p| plan.demand[p].end - plan.demand[p].start)
+        .sum()
+}
+
+/// Bytes an answer admitted that no hold covers yet: its background
+/// fetches, and a read's widened and retained ranges.
+fn unheld(actions: &[Action]) -> u64 {
+    let retained = actions.iter().map(|a| match a {
+        Action::Serve(plan) => plan
+            .retained
+            .as_ref()
+            .map_or(0, |(_, positions)| retained_bytes(plan, positions)),
+        _ => 0,
+    });
+    unreserved(actions) + retained.sum::<u64>()
+}
+
+/// Bytes an answer admitted that are not reserved in the pool yet: its
+/// background fetches and a read's widened ranges.
 fn unreserved(actions: &[Action]) -> u64 {
     actions
         .iter()

@@ -2,7 +2,7 @@
 //! awaited by the readers served from them, stopped when released unserved
 //! or abandoned.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -31,6 +31,9 @@ pub(crate) struct Fetches {
     slots: Mutex<HashMap<FetchId, Slot<Buffers>>>,
     /// Released fetches still landing for a reader that was served from them.
     landing: Mutex<HashMap<FetchId, AbortHandle>>,
+    /// Widened or retained ranges riding on a demand read not landed yet:
+    /// kept when it lands unless released meanwhile.
+    riding: Mutex<HashSet<FetchId>>,
     /// The longest a fetch has taken, to tell a slow one from a stalled one.
     slowest_micros: Arc<AtomicU64>,
 }
@@ -42,6 +45,7 @@ impl Fetches {
             store,
             slots: Mutex::default(),
             landing: Mutex::default(),
+            riding: Mutex::default(),
             slowest_micros: Arc::default(),
         }
     }
@@ -101,9 +105,26 @@ impl Fetches {
         self.slots.lock().insert(id, slot);
     }
 
+    /// Fetch `id` rides on a demand read: its buffers come when the read
+    /// lands ([`Self::insert_ready`]).
+    pub(crate) fn ride(&self, id: FetchId) {
+        self.riding.lock().insert(id);
+    }
+
+    /// The demand read fetch `id` rode on failed or was dropped: nothing
+    /// comes for it.
+    pub(crate) fn unride(&self, id: FetchId) {
+        self.riding.lock().remove(&id);
+    }
+
     /// Keep buffers that came with a demand read (widened or retained
-    /// ranges) under `id`, held under `hold` until the last is dropped.
+    /// ranges) under `id`, held under `hold` until the last is dropped —
+    /// unless the scheduler released `id` while the read was in flight:
+    /// then they and their hold go now.
     pub(crate) fn insert_ready(&self, id: FetchId, buffers: Vec<Bytes>, hold: Hold) {
+        if !self.riding.lock().remove(&id) {
+            return;
+        }
         let buffers = hold_buffers(buffers, hold);
         self.slots.lock().insert(id, Slot::ready(Arc::new(buffers)));
     }
@@ -126,6 +147,9 @@ impl Fetches {
     /// still in flight is stopped; otherwise a reader may be awaiting it: it
     /// lands, but stays stoppable by a stall or the scan's end.
     pub(crate) fn release(&self, id: FetchId, abort: bool) {
+        if self.riding.lock().remove(&id) {
+            return;
+        }
         let Some(handle) = self.slots.lock().remove(&id).and_then(|s| s.abort) else {
             return;
         };
@@ -138,10 +162,12 @@ impl Fetches {
         }
     }
 
-    /// Stop fetch `id`, which a reader gave up waiting for, wherever it is.
+    /// Stop fetch `id`, which a reader gave up waiting for, wherever it is,
+    /// and forget it (the scheduler has dropped its pieces: readers served
+    /// from it fall back to demand reads).
     pub(crate) fn abandon(&self, id: FetchId) {
         let landing = self.landing.lock().remove(&id);
-        let staged = self.slots.lock().get(&id).and_then(|s| s.abort.clone());
+        let staged = self.slots.lock().remove(&id).and_then(|s| s.abort);
         for handle in landing.into_iter().chain(staged) {
             handle.abort();
         }
@@ -163,5 +189,42 @@ impl Fetches {
         for (_, handle) in self.landing.lock().drain() {
             handle.abort();
         }
+        self.riding.lock().clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Weak;
+
+    use datafusion::execution::runtime_env::RuntimeEnv;
+    use object_store::memory::InMemory;
+
+    use super::*;
+    use crate::PrefetchGovernor;
+    use crate::governor::{Notice, Tenant};
+
+    struct Nobody;
+    impl Tenant for Nobody {
+        fn notify(&self, _: Notice) {}
+    }
+
+    #[test]
+    fn ranges_released_while_their_demand_read_is_in_flight_are_not_kept() {
+        let governor = PrefetchGovernor::of(&RuntimeEnv::default());
+        let share = governor.join(Weak::<Nobody>::new());
+        let fetches = Fetches::new(Arc::new(InMemory::new()));
+        let (riding, released) = (FetchId(1), FetchId(2));
+        fetches.ride(riding);
+        fetches.ride(released);
+        // A shed releases one before the read lands.
+        fetches.release(released, true);
+        let buffers = || vec![Bytes::from(vec![7u8; 100])];
+        fetches.insert_ready(released, buffers(), share.try_reserve(100, 0).unwrap());
+        assert_eq!(governor.held_bytes(), 0, "its hold went with its buffers");
+        fetches.insert_ready(riding, buffers(), share.try_reserve(100, 0).unwrap());
+        assert_eq!(governor.held_bytes(), 100, "kept");
+        fetches.release(riding, false);
+        assert_eq!(governor.held_bytes(), 0, "released once landed");
     }
 }

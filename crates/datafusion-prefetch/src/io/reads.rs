@@ -119,15 +119,17 @@ impl ScanDriver {
             widened_hold,
             retained_hold,
         } = self.apply(asked).expect("a read is served");
-        let holds = (widened_hold, retained_hold);
-        let demanded = match self.fetch_demand(file, reader, &plan, holds).await {
+        let mut ridden = Ridden {
+            driver: self,
+            widened: plan.widened.as_ref().map(|w| w.0).zip(widened_hold),
+            retained: plan.retained.as_ref().map(|r| r.0).zip(retained_hold),
+        };
+        // Failed or dropped midway, `ridden` reports the widened and retained
+        // ranges failed before their holds go.
+        let demanded = match self.fetch_demand(file, reader, &plan, &mut ridden).await {
             Ok(demanded) => demanded,
             Err(e) => {
-                // The widened and retained ranges rode on the failed request.
-                let ridden = plan.widened.iter().map(|w| w.0);
-                for id in ridden.chain(plan.retained.iter().map(|r| r.0)) {
-                    self.apply([Event::FetchFailed { id }]);
-                }
+                drop(ridden);
                 self.metrics.io_wait(started.elapsed());
                 return Err(self.read_error(file, &plan.demand, e));
             }
@@ -150,7 +152,7 @@ impl ScanDriver {
         file: FileId,
         reader: &mut (dyn AsyncFileReader + Send),
         plan: &ReadPlan,
-        (widened_hold, retained_hold): (Option<Hold>, Option<Hold>),
+        ridden: &mut Ridden<'_>,
     ) -> ReadResult<Vec<Bytes>> {
         let mut request = plan.demand.clone();
         if let Some((_, widened)) = &plan.widened {
@@ -220,11 +222,12 @@ impl ScanDriver {
             )));
         }
         let widened = fetched.split_off(plan.demand.len());
-        if let (Some((id, _)), Some(hold)) = (&plan.widened, widened_hold) {
-            self.fetches.insert_ready(*id, widened, hold);
+        if let Some((id, hold)) = ridden.widened.take() {
+            let kept = self.copied(widened.iter());
+            self.fetches.insert_ready(id, kept, hold);
         }
-        if let (Some((id, positions)), Some(hold)) = (&plan.retained, retained_hold) {
-            self.retain(*id, positions, &fetched, hold);
+        if let (Some((_, positions)), Some((id, hold))) = (&plan.retained, ridden.retained.take()) {
+            self.retain(id, positions, &fetched, hold);
         }
         Ok(fetched)
     }
@@ -266,9 +269,13 @@ impl ScanDriver {
                     match slice {
                         Some(bytes) => bytes,
                         None => {
-                            self.fetches.abandon(*id);
+                            // Its pieces are dropped before its hold goes.
                             let bytes = range.end - range.start;
-                            self.apply([Event::FallbackRead { id: *id, bytes }]);
+                            self.apply([
+                                Event::FetchFailed { id: *id },
+                                Event::FallbackRead { id: *id, bytes },
+                            ]);
+                            self.fetches.abandon(*id);
                             self.metrics.request(bytes);
                             self.demand(reader.get_bytes(range.clone()))
                                 .await
@@ -316,13 +323,26 @@ impl ScanDriver {
     /// scheduler has admitted them, the governor holds them), once the pool
     /// agrees.
     fn retain(&self, id: FetchId, positions: &[usize], fetched: &[Bytes], hold: Hold) {
-        let kept: Vec<Bytes> = positions.iter().map(|&i| fetched[i].clone()).collect();
-        let bytes: u64 = kept.iter().map(|b| b.len() as u64).sum();
+        let bytes: u64 = positions.iter().map(|&i| fetched[i].len() as u64).sum();
         if !self.reservation.try_reserve_pool(bytes) {
+            self.fetches.unride(id);
+            // Unstaged before the hold goes (with this frame).
             self.apply([Event::PoolRefused { id }]);
             return;
         }
+        let kept = self.copied(positions.iter().map(|&i| &fetched[i]));
         self.fetches.insert_ready(id, kept, hold);
+    }
+
+    /// Copies of `buffers`, to be kept staged: a demand read's buffers are
+    /// slices of its request bodies, and a slice keeps its whole body alive
+    /// (a small page could keep a merged multi-MiB body, that no hold counts,
+    /// for as long as it stays staged). A copy holds exactly its own bytes.
+    fn copied<'a>(&self, buffers: impl Iterator<Item = &'a Bytes>) -> Vec<Bytes> {
+        let kept: Vec<Bytes> = buffers.map(|b| Bytes::copy_from_slice(b)).collect();
+        self.metrics
+            .copied(kept.iter().map(|b| b.len() as u64).sum());
+        kept
     }
 
     /// Wait for a read-ahead, but not forever: after the fetches' patience
@@ -371,6 +391,35 @@ impl ScanDriver {
             "range {}..{} starts past the end of the file ({size} bytes)",
             range.start, range.end
         ))
+    }
+}
+
+/// The holds of a read's widened and retained ranges until its demand read
+/// lands. Dropped before that (the read failed, or its future was dropped:
+/// a cancelled query), it tells the scheduler the ranges failed — so they are
+/// no longer staged — and only then lets their holds go.
+struct Ridden<'a> {
+    driver: &'a ScanDriver,
+    widened: Option<(FetchId, Hold)>,
+    retained: Option<(FetchId, Hold)>,
+}
+
+impl Drop for Ridden<'_> {
+    fn drop(&mut self) {
+        let ids: Vec<FetchId> = [&self.widened, &self.retained]
+            .into_iter()
+            .flatten()
+            .map(|(id, _)| *id)
+            .collect();
+        if ids.is_empty() {
+            return;
+        }
+        for &id in &ids {
+            self.driver.fetches.unride(id);
+        }
+        self.driver
+            .apply(ids.into_iter().map(|id| Event::FetchFailed { id }));
+        // The holds go with the fields, after this.
     }
 }
 

@@ -30,15 +30,22 @@ impl Reservation {
     }
 
     /// Reserve what the scheduler admitted: `held` bytes under the
-    /// governor (all a fetch's requests read, gaps included) and `staged`
-    /// bytes in the pool. The hold is released when it and every buffer it
-    /// is attached to are dropped.
-    pub(crate) fn try_reserve(&self, staged: u64, held: u64) -> Result<Hold, Refusal> {
-        let hold = self.share.try_reserve(held).ok_or(Refusal::Governor)?;
+    /// governor (all a fetch's requests read, gaps included), `staged` of
+    /// them staged in the governor's gauge from the grant on, and `pool`
+    /// bytes in the memory pool. The pool is asked first, so a refusal never
+    /// lets go of a hold already counted staged. The hold is released when it
+    /// and every buffer it is attached to are dropped.
+    pub(crate) fn try_reserve(&self, pool: u64, held: u64, staged: u64) -> Result<Hold, Refusal> {
         self.pool
-            .try_grow(staged as usize)
+            .try_grow(pool as usize)
             .map_err(|_| Refusal::Pool)?;
-        Ok(hold)
+        match self.share.try_reserve(held, staged) {
+            Some(hold) => Ok(hold),
+            None => {
+                self.pool.shrink(pool as usize);
+                Err(Refusal::Governor)
+            }
+        }
     }
 
     /// Reserve `bytes` in the pool only (buffers already held under the
@@ -57,9 +64,15 @@ impl Reservation {
         }
     }
 
-    /// The scheduler stages `bytes` now (the governor's gauge).
+    /// The scheduler stages `bytes` now that holds cover (the governor's
+    /// gauge): lowered before released bytes' holds go.
     pub(crate) fn staged(&self, bytes: u64) {
         self.share.set_staged(bytes);
+    }
+
+    /// Changes after which this scan staged more than it held.
+    pub(crate) fn violations(&self) -> u64 {
+        self.share.violations()
     }
 
     /// The scan's decoders asked for bytes: its consumer is reading.

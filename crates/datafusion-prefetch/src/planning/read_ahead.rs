@@ -106,7 +106,7 @@ pub(crate) async fn read_footers_ahead(
                     None => None,
                     Some(bytes) => {
                         share.read_asked();
-                        match share.try_reserve(bytes) {
+                        match share.try_reserve(bytes, 0) {
                             Some(hold) => Some(hold),
                             None => {
                                 plan.refused(index);

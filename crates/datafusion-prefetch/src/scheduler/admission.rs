@@ -275,7 +275,7 @@ impl ScanCore {
             self.unstage(&piece);
             match why {
                 Dropped::Failed => self.waste(id, piece.len() - piece.taken.bytes()),
-                Dropped::Refused | Dropped::Deferred => {
+                Dropped::Refused | Dropped::Given | Dropped::Deferred => {
                     self.stats.bytes_fetched_ahead -= piece.len();
                 }
             }
@@ -294,23 +294,50 @@ impl ScanCore {
         self.live_fetches.remove(&id);
     }
 
-    /// A background fetch failed: forget its pieces (the decoder will demand
-    /// them) and read ahead what now fits. Its bytes never reach a decoder:
-    /// waste, but for ranges already served from it, whose reads instead
-    /// are reported as [`Event::FallbackRead`](super::Event::FallbackRead).
+    /// A background fetch failed (or stalled, or the demand read widened or
+    /// retained ranges rode on failed): forget its pieces (the decoder will
+    /// demand them) and read ahead what now fits. Its bytes never reach a
+    /// decoder: waste, but for ranges already served from it, whose reads
+    /// instead are reported as [`Event::FallbackRead`](super::Event::FallbackRead).
+    /// A fetch already released or forgotten is not failed again.
     pub(super) fn on_fetch_failed(&mut self, id: FetchId) -> Vec<Action> {
+        if !self.live_fetches.contains_key(&id) {
+            return vec![];
+        }
         self.stats.failed_prefetches += 1;
         self.drop_fetch(id, Dropped::Failed);
         self.pump()
     }
 
     /// The memory pool refused to reserve a fetch's bytes: forget it and
-    /// stop reading ahead until something is released. A fetch of its own
-    /// was never sent; ranges widening a demand read are fetched with it
-    /// all the same when the scheduler planned its requests (then dropped:
-    /// waste), else left out of it.
+    /// stop reading ahead until something is released.
     pub(super) fn on_pool_refused(&mut self, id: FetchId) {
-        let why = match self.live_fetches.get(&id).map(|live| live.origin) {
+        let why = self.refused(id);
+        self.stats.failed_prefetches += 1;
+        self.drop_fetch(id, why);
+        self.pool = PoolState::RefusedUntilRelease;
+    }
+
+    /// The process-wide limit had no room for a fetch (its requests were
+    /// never sent) or for ranges riding on a demand read: read-ahead waits
+    /// until the governor frees room or this scan releases bytes. A fetch of
+    /// its own stays worth fetching.
+    pub(super) fn on_governor_refused(&mut self, id: FetchId) {
+        let why = match self.refused(id) {
+            Dropped::Refused => Dropped::Deferred,
+            why => why,
+        };
+        self.stats.governor_waits += 1;
+        self.drop_fetch(id, why);
+        self.pool = PoolState::WaitingForRoom;
+    }
+
+    /// How refused fetch `id`'s pieces are dropped. A fetch of its own was
+    /// never sent; ranges widening a demand read are fetched with it all the
+    /// same when the scheduler planned its requests (then dropped: waste),
+    /// else left out of it; retained pages were read, just not kept.
+    fn refused(&mut self, id: FetchId) -> Dropped {
+        match self.live_fetches.get(&id).map(|live| live.origin) {
             Some(FetchOrigin::Widened) if self.config.owns_demand_reads => Dropped::Failed,
             Some(FetchOrigin::Widened) => {
                 let widened: u64 = self
@@ -320,27 +347,14 @@ impl ScanCore {
                     .map(StagedPiece::len)
                     .sum();
                 self.stats.bytes_requested -= widened;
-                Dropped::Refused
+                Dropped::Given
             }
             Some(FetchOrigin::Ahead) => {
                 self.unsend(id);
                 Dropped::Refused
             }
-            Some(FetchOrigin::Retained) | None => Dropped::Refused,
-        };
-        self.stats.failed_prefetches += 1;
-        self.drop_fetch(id, why);
-        self.pool = PoolState::RefusedUntilRelease;
-    }
-
-    /// The process-wide limit had no room for a fetch (its requests were
-    /// never sent): its pieces stay worth fetching, and read-ahead waits
-    /// until the governor frees room or this scan releases bytes.
-    pub(super) fn on_governor_refused(&mut self, id: FetchId) {
-        self.unsend(id);
-        self.stats.governor_waits += 1;
-        self.drop_fetch(id, Dropped::Deferred);
-        self.pool = PoolState::WaitingForRoom;
+            Some(FetchOrigin::Retained) | None => Dropped::Given,
+        }
     }
 
     /// Undo what a fetch's request plan counted: it was never sent. (A
@@ -421,8 +435,10 @@ enum Dropped {
     /// Its requests went out and failed (or its bytes are dropped): what the
     /// decoder did not take is waste, and the decoder reads its pieces.
     Failed,
-    /// Never sent: the decoder reads its pieces.
+    /// A fetch of its own, never sent: the decoder reads its pieces.
     Refused,
+    /// Ranges riding on a demand read, not kept: the decoder reads them.
+    Given,
     /// Never sent, for now: its pieces stay worth fetching.
     Deferred,
 }

@@ -70,8 +70,11 @@ impl ScanCore {
         plan.retained = self.retain_shared_pages(file, &plan.demand);
 
         match self.config.policy {
-            // Batched only widens a request that is being made anyway.
-            PrefetchPolicy::Batched if !plan.demand.is_empty() => {
+            // Batched only widens a request that is being made anyway, and
+            // not while the governor has no room (it would refuse again).
+            PrefetchPolicy::Batched
+                if !plan.demand.is_empty() && self.pool != PoolState::WaitingForRoom =>
+            {
                 // Never a byte the read itself demands (a corrupt footer's
                 // overlapping chunks): it would be fetched once, counted twice.
                 let mut candidates = self.row_groups_ahead(file);

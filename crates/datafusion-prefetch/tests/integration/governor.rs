@@ -80,6 +80,11 @@ async fn assert_governor_idle(governor: &PrefetchGovernor, what: &str) {
     assert_eq!(governor.staged_bytes(), 0, "{what}: staged");
     assert_eq!(governor.held_bytes(), 0, "{what}: held");
     assert_eq!(governor.live_scans(), 0, "{what}: scans");
+    assert_eq!(
+        governor.staged_over_held_violations(),
+        0,
+        "{what}: staged over held"
+    );
 }
 
 fn check_peaks(governor: &PrefetchGovernor, sampled: (u64, u64), what: &str) {
@@ -91,6 +96,11 @@ fn check_peaks(governor: &PrefetchGovernor, sampled: (u64, u64), what: &str) {
         "{what}: {governor:?}"
     );
     assert!(governor.peak_held_bytes() <= LIMIT, "{what}: {governor:?}");
+    assert_eq!(
+        governor.staged_over_held_violations(),
+        0,
+        "{what}: {governor:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -12,6 +12,7 @@ mod fault_matrix;
 mod faults;
 mod fuzz_targets;
 mod governor;
+mod ledger;
 mod mechanism;
 mod memory_pressure;
 mod planning;

@@ -243,14 +243,16 @@ pub async fn sql_text(ctx: &SessionContext, sql: &str) -> String {
     pretty_format_batches(&batches).unwrap().to_string()
 }
 
-/// Wait (bounded) until background tasks have wound down.
+/// Wait (bounded) until background tasks have wound down; the scan never
+/// staged a byte its governor did not hold.
 pub async fn settle(stats: &PrefetchStats) {
     for _ in 0..200 {
         if stats.live_tasks() == 0 && stats.staged_bytes() == 0 {
-            return;
+            break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    assert_eq!(stats.staged_over_held_violations(), 0, "staged over held");
 }
 
 /// Wait (bounded) until the scans' background tasks have wound down and the
@@ -280,6 +282,11 @@ pub async fn assert_released_beside(
     for stats in stats {
         assert_eq!(stats.staged_bytes(), 0, "{what}: staged bytes");
         assert_eq!(stats.live_tasks(), 0, "{what}: live background tasks");
+        assert_eq!(
+            stats.staged_over_held_violations(),
+            0,
+            "{what}: staged over held"
+        );
     }
     assert_eq!(pool.reserved(), held, "{what}: memory pool reservation");
 }

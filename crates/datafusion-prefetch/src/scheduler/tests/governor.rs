@@ -255,3 +255,47 @@ fn a_failed_fetch_was_sent_and_all_its_bytes_are_waste() {
         (fetched, fetched)
     );
 }
+
+#[test]
+fn a_governor_refusal_of_widened_ranges_waits_for_room_and_is_no_failure() {
+    let layout = layout(4, 4 * MIB);
+    let mut core = core(PrefetchPolicy::Batched, 1, 8 * MIB, 100 * MIB);
+    core.reader_opened(0, 0);
+    core.metadata_known(0, Arc::clone(&layout));
+    let plan = core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
+    let (id, _) = plan.widened.clone().expect("widened");
+    assert_eq!(core.stats().staged_bytes, 8 * MIB);
+    assert!(core.handle(Event::GovernorRefused { id }).is_empty());
+    let stats = core.stats();
+    assert_eq!(stats.staged_bytes, 0, "not kept");
+    assert_eq!(stats.governor_waits, 1);
+    assert_eq!(stats.failed_prefetches, 0, "waiting for room is no failure");
+    // Told of room, the scan reads ahead again (it ignored it before: a
+    // pool refusal does not lift with the governor's room).
+    let plan = core.plan_read(0, &[layout.chunk(1, 1).unwrap()]);
+    assert!(plan.widened.is_none(), "waits for room");
+    core.handle(Event::RoomFreed);
+    let plan = core.plan_read(0, &[layout.chunk(2, 1).unwrap()]);
+    assert!(plan.widened.is_some(), "room came: widened again");
+}
+
+#[test]
+fn a_fetch_already_released_is_not_failed_again() {
+    let layout = layout(4, 8 * MIB);
+    let mut core = core(PrefetchPolicy::Pipelined, 1, 20 * MIB, 100 * MIB);
+    core.reader_opened(0, 0);
+    core.metadata_known(0, Arc::clone(&layout));
+    let plan = core.plan_read(0, &[layout.chunk(0, 1).unwrap()]);
+    let ids = fetch_ids(&plan.actions);
+    core.sent();
+    // Row group 1 is read whole: its fetch is released.
+    let read = core.plan_read(0, &[layout.chunk(1, 1).unwrap()]);
+    assert_eq!(released(&read.actions), 1);
+    let before = core.stats();
+    // A reader that gave up on it reports it failed: nothing changes.
+    assert!(core.fetch_failed(ids[0]).is_empty());
+    let after = core.stats();
+    assert_eq!(after.failed_prefetches, before.failed_prefetches);
+    assert_eq!(after.staged_bytes, before.staged_bytes);
+    assert_eq!(after.bytes_wasted, before.bytes_wasted);
+}
