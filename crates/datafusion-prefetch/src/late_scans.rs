@@ -10,19 +10,18 @@
 //! fetched, within their window, budget and the governor. The streams
 //! DataFusion creates later find them running and read what has landed.
 
-use std::fmt;
 use std::sync::Arc;
 
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
-use datafusion::datasource::physical_plan::{FileScanConfig, FileScanConfigBuilder};
+use datafusion::datasource::physical_plan::FileScanConfigBuilder;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::scalar_subquery::ScalarSubqueryExec;
 use datafusion::physical_plan::{ChildrenPropertiesMode, ExecutionPlan, ReplaceChildrenOptions};
-use object_store::ObjectStore;
 
-use crate::source::{PrefetchingParquetSource, prefetching_scan};
+use crate::plan_scans::prefetching_scan;
+use crate::running::LateScan;
 
 /// A physical optimizer rule that lets the scans of a scalar subquery start
 /// the scans of the main input it holds back (see the module docs).
@@ -79,49 +78,13 @@ impl PhysicalOptimizerRule for PrefetchLateScanRule {
     }
 }
 
-/// A prefetching scan DataFusion creates late, as another scan can start it.
-#[derive(Clone)]
-pub(crate) struct LateScan {
-    /// Shares its running scan with the plan's source (clones of a source
-    /// share one), so the streams created later find what this started.
-    source: PrefetchingParquetSource,
-    config: FileScanConfig,
-}
-
-impl fmt::Debug for LateScan {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LateScan")
-            .field("object_store_url", &self.config.object_store_url)
-            .field(
-                "files",
-                &self
-                    .config
-                    .file_groups
-                    .iter()
-                    .map(|g| g.len())
-                    .sum::<usize>(),
-            )
-            .finish()
-    }
-}
-
-impl LateScan {
-    /// Start the scan, if it reads from `store_url` (the one store the caller
-    /// has at hand) and is not running yet.
-    pub(crate) fn start(&self, store_url: &str, store: &Arc<dyn ObjectStore>) {
-        if self.config.object_store_url.as_str() == store_url {
-            self.source.start_early(store, &self.config);
-        }
-    }
-}
-
 /// The prefetching scans under `plan`.
 fn prefetching_scans(plan: &Arc<dyn ExecutionPlan>) -> Result<Vec<LateScan>> {
     let mut scans = vec![];
     plan.apply(|node| {
         if let Some((_, config, source)) = prefetching_scan(node.as_ref()) {
             scans.push(LateScan {
-                source: source.clone(),
+                source: Arc::new(source.clone()),
                 config: config.clone(),
             });
         }

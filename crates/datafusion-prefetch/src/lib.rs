@@ -44,8 +44,9 @@
 //!   and serves the Parquet decoder's reads;
 //! - `planning`: footers read ahead while a table's schema is inferred
 //!   ([`PrefetchingParquetFormat`]);
-//! - `source`, `session`, `late_scans`, `table`, `profiles`: how it plugs
-//!   into DataFusion;
+//! - `source`, `running`, `session`, `late_scans`, `plan_scans`, `table`,
+//!   `profiles`: how it plugs into DataFusion (`running`: one driver per
+//!   execution of a plan);
 //! - `metrics`: what `EXPLAIN ANALYZE` and [`PrefetchStats`] report.
 
 mod config;
@@ -56,8 +57,10 @@ mod governor;
 mod io;
 mod late_scans;
 mod metrics;
+mod plan_scans;
 mod planning;
 mod profiles;
+mod running;
 mod scheduler;
 mod session;
 mod source;
@@ -71,8 +74,9 @@ pub use config::{
 pub use governor::{DEFAULT_MEMORY_LIMIT, POOL_LIMIT_DIVISOR, PrefetchGovernor};
 pub use late_scans::PrefetchLateScanRule;
 pub use metrics::PrefetchStats;
+pub use plan_scans::{prefetch_stats, prefetching_scan};
 pub use planning::{PrefetchingParquetFormat, PrefetchingParquetFormatFactory};
 pub use profiles::StoreProfiles;
 pub use session::{PrefetchScanRule, enable_prefetch, prefetching_context};
-pub use source::{PrefetchingParquetSource, prefetch_stats, prefetching_scan};
+pub use source::PrefetchingParquetSource;
 pub use table::{PrefetchingParquetTable, PrefetchingParquetTableBuilder};

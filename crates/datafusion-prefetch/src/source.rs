@@ -2,12 +2,11 @@
 //! scheduler underneath.
 
 use std::fmt::{self, Formatter};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::datasource::source::DataSourceExec;
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, UnboundedMemoryPool};
 use datafusion::execution::runtime_env::RuntimeEnv;
@@ -17,7 +16,7 @@ use datafusion::physical_expr::{EquivalenceProperties, LexOrdering, PhysicalExpr
 use datafusion::physical_expr_common::sort_expr::PhysicalSortExpr;
 use datafusion::physical_plan::filter_pushdown::FilterPushdownPropagation;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
-use datafusion::physical_plan::{DisplayFormatType, ExecutionPlan, SortOrderPushdownResult};
+use datafusion::physical_plan::{DisplayFormatType, SortOrderPushdownResult};
 use datafusion_datasource::PartitionedFile;
 use datafusion_datasource::TableSchema;
 use datafusion_datasource::file::FileSource;
@@ -37,9 +36,9 @@ use crate::io::{
     DriverParts, ObservedMorselizer, PrefetchingReaderFactory, ScanDriver, ScanUnits,
     SlicingMorselizer,
 };
-use crate::late_scans::LateScan;
 use crate::metrics::{PrefetchStats, ScanMetrics};
 use crate::profiles::StoreProfiles;
+use crate::running::{LateScan, RunningScan, StartsEarly};
 use crate::scheduler::{CoreConfig, FileId, MIN_COLUMN_SLICE_BYTES, ScanCore};
 
 /// A Parquet [`FileSource`] whose scans fetch bytes ahead of the decoder.
@@ -83,9 +82,8 @@ pub struct PrefetchingParquetSource {
     metadata_cache: Option<Arc<FileMetadataCache>>,
     work_stealing: bool,
     stats: Arc<PrefetchStats>,
-    /// The running scan, shared by its partitions (and by every clone of
-    /// this source); a new execution gets a new one once every stream of the
-    /// last has ended.
+    /// The running scans, one per execution, each shared by its partitions
+    /// (and by every clone of this source): see `running.rs`.
     running: Arc<Mutex<RunningScan>>,
     /// Scans DataFusion creates only after this one has finished, started
     /// with this scan's first stream ([`crate::PrefetchLateScanRule`]).
@@ -95,17 +93,6 @@ pub struct PrefetchingParquetSource {
     profiles: Arc<StoreProfiles>,
     /// Whether the decoder reads each file's row groups in file order.
     row_group_order: RowGroupOrder,
-}
-
-/// A source's running scan.
-#[derive(Default)]
-struct RunningScan {
-    /// Its driver, while a stream (or [`Self::started_early`]) holds it.
-    driver: Weak<ScanDriver>,
-    /// A driver started before DataFusion created any of the scan's streams,
-    /// held until the first of them takes it (or the source is dropped, for
-    /// a scan DataFusion never creates).
-    started_early: Option<Arc<ScanDriver>>,
 }
 
 /// The order the decoder reads a file's row groups in.
@@ -207,30 +194,25 @@ impl PrefetchingParquetSource {
         }
     }
 
-    /// The running scan's driver, or a new one for `config`'s files, for a
-    /// stream: the streams hold it from here on (a driver started early is
-    /// no longer held for them).
+    /// The driver for a stream of `partition`: its execution's, or a new one
+    /// for `config`'s files (`true`) when this stream starts an execution.
     fn driver(
         &self,
         object_store: &Arc<dyn ObjectStore>,
         config: &FileScanConfig,
-    ) -> Arc<ScanDriver> {
-        let mut running = self.running.lock();
-        let driver = self.driver_of(&mut running, object_store, config);
-        running.started_early = None;
-        driver
+        partition: usize,
+    ) -> (Arc<ScanDriver>, bool) {
+        self.running
+            .lock()
+            .for_stream(partition, || self.new_driver(object_store, config))
     }
 
-    /// `running`'s driver, or a new one for `config`'s files.
-    fn driver_of(
+    /// A new driver for `config`'s files.
+    fn new_driver(
         &self,
-        running: &mut RunningScan,
         object_store: &Arc<dyn ObjectStore>,
         config: &FileScanConfig,
     ) -> Arc<ScanDriver> {
-        if let Some(driver) = running.driver.upgrade() {
-            return driver;
-        }
         let units = ScanUnits::new(
             config.object_store_url.as_str(),
             config
@@ -313,7 +295,7 @@ impl PrefetchingParquetSource {
             .clone()
             .unwrap_or_else(|| Arc::new(UnboundedMemoryPool::default()));
         let reservation = MemoryConsumer::new("PrefetchingParquetSource").register(&pool);
-        let driver = ScanDriver::new(DriverParts {
+        ScanDriver::new(DriverParts {
             core,
             units,
             store: Arc::clone(object_store),
@@ -334,31 +316,7 @@ impl PrefetchingParquetSource {
             request_timeout: self.options.request_timeout().duration(),
             metadata_cache: self.metadata_cache.clone(),
             profiles: Some((Arc::clone(&self.profiles), store_key)),
-        });
-        running.driver = Arc::downgrade(&driver);
-        driver
-    }
-
-    /// Start this scan before DataFusion creates its streams: every
-    /// partition starts as when its stream is created, and the driver is held
-    /// until the first stream takes it. Nothing happens under `off` or while
-    /// the scan is running.
-    pub(crate) fn start_early(&self, object_store: &Arc<dyn ObjectStore>, config: &FileScanConfig) {
-        if self.options.policy() == PrefetchPolicy::Off {
-            return;
-        }
-        let driver = {
-            let mut running = self.running.lock();
-            if running.driver.strong_count() > 0 {
-                return;
-            }
-            let driver = self.driver_of(&mut running, object_store, config);
-            running.started_early = Some(Arc::clone(&driver));
-            driver
-        };
-        for partition in 0..config.file_groups.len() {
-            driver.partition_started(partition);
-        }
+        })
     }
 
     /// The same source, starting `late` with its first stream.
@@ -440,34 +398,24 @@ impl fmt::Write for Prefix {
     }
 }
 
-/// `node` as a prefetching scan: a `DataSourceExec` over a `FileScanConfig`
-/// whose source is a [`PrefetchingParquetSource`], with those two; `None`
-/// for any other node. For rules and codecs that find or rebuild such scans.
-pub fn prefetching_scan(
-    node: &dyn ExecutionPlan,
-) -> Option<(&DataSourceExec, &FileScanConfig, &PrefetchingParquetSource)> {
-    let exec = node.downcast_ref::<DataSourceExec>()?;
-    let config = exec.data_source().downcast_ref::<FileScanConfig>()?;
-    let source = config
-        .file_source()
-        .downcast_ref::<PrefetchingParquetSource>()?;
-    Some((exec, config, source))
-}
-
-/// The live statistics of every [`PrefetchingParquetSource`] scan in a
-/// physical plan, in plan order.
-///
-/// Take them after planning and before executing to watch a query's scans: staged
-/// bytes while it runs, peak, waste and requests when it is done.
-pub fn prefetch_stats(plan: &Arc<dyn ExecutionPlan>) -> Vec<Arc<PrefetchStats>> {
-    let mut out = vec![];
-    if let Some((_, _, source)) = prefetching_scan(plan.as_ref()) {
-        out.push(source.stats());
+impl StartsEarly for PrefetchingParquetSource {
+    /// Start a new execution of this scan before DataFusion creates its
+    /// streams: every partition starts as when its stream is created (a
+    /// scalar subquery's main input runs all its partitions in this
+    /// process), and the driver is held until the first stream takes it.
+    /// Nothing happens under `off`.
+    fn start_early(&self, object_store: &Arc<dyn ObjectStore>, config: &FileScanConfig) {
+        if self.options.policy() == PrefetchPolicy::Off {
+            return;
+        }
+        let driver = self
+            .running
+            .lock()
+            .start_early(|| self.new_driver(object_store, config));
+        for partition in 0..config.file_groups.len() {
+            driver.partition_started(partition);
+        }
     }
-    for child in plan.children() {
-        out.extend(prefetch_stats(child));
-    }
-    out
 }
 
 impl FileSource for PrefetchingParquetSource {
@@ -492,11 +440,13 @@ impl FileSource for PrefetchingParquetSource {
                 .inner
                 .create_morselizer(object_store, base_config, partition);
         }
-        let driver = self.driver(&object_store, base_config);
+        let (driver, new_execution) = self.driver(&object_store, base_config, partition);
         driver.partition_started(partition);
-        let store_url = base_config.object_store_url.as_str();
-        for late in self.late_scans.iter() {
-            late.start(store_url, &object_store);
+        if new_execution {
+            let store_url = base_config.object_store_url.as_str();
+            for late in self.late_scans.iter() {
+                late.start(store_url, &object_store);
+            }
         }
         let reader_factory = Arc::new(PrefetchingReaderFactory {
             inner: driver.inner_factory(),

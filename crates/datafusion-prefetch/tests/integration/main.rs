@@ -8,6 +8,7 @@ mod bad_input;
 mod concurrency;
 mod differential;
 mod errors;
+mod executions;
 mod fault_matrix;
 mod faults;
 mod fuzz_targets;
