@@ -17,9 +17,10 @@ use object_store::{
 };
 use tokio::time::Instant;
 
+use crate::TruncateMode;
+use crate::fault_rules::Decision;
 use crate::ranges::get_ranges_bounded;
 use crate::{Fault, FaultKind, FaultRecord, FaultRule, FaultRules, FaultStats, InjectedFault};
-use crate::{TruncateMode, faults::Decision};
 
 /// An [`ObjectStore`] wrapper that injects faults into GET requests, for
 /// testing how a reader copes with a misbehaving object store.

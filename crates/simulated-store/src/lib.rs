@@ -128,6 +128,7 @@
 #![warn(missing_docs)]
 
 mod config;
+mod fault_rules;
 mod fault_stats;
 mod faults;
 mod faulty_store;
@@ -139,8 +140,9 @@ mod store;
 pub use config::{
     DEFAULT_SEED, S3_BANDWIDTH_BYTES_PER_SEC, S3_MAX_CONNECTIONS, SimulatedStoreConfig,
 };
+pub use fault_rules::FaultRules;
 pub use fault_stats::{FaultRecord, FaultStats, InjectedFault};
-pub use faults::{Fault, FaultKind, FaultRule, FaultRules, PathMatcher, TruncateMode};
+pub use faults::{Fault, FaultKind, FaultRule, PathMatcher, TruncateMode};
 pub use faulty_store::FaultyStore;
 pub use latency::{LatencyModel, ParseLatencyModelError};
 pub use stats::{RequestRecord, RequestState, StatsSnapshot, StoreStats};

@@ -6,8 +6,9 @@ use datafusion::execution::memory_pool::{MemoryLimit, MemoryPool};
 
 use super::options::{
     AUTO_MAX_FILE_OPEN_DEPTH, FIXED_POLICY_EAGER_FIRST_READ_CAP, FIXED_POLICY_FILE_OPEN_DEPTH,
-    FIXED_POLICY_WINDOW, MAX_FILE_OPEN_DEPTH, PrefetchOptions, PrefetchPolicy,
+    FIXED_POLICY_WINDOW, MAX_FILE_OPEN_DEPTH, PrefetchOptions,
 };
+use super::policy::PrefetchPolicy;
 
 /// The most one scan's read-ahead may hold in a memory pool with a finite
 /// limit, as a fraction of that limit: `1 / POOL_SHARE_DIVISOR`.

@@ -4,6 +4,7 @@ mod byte_size;
 mod hedge;
 mod limits;
 mod options;
+mod policy;
 mod timeout;
 
 pub use byte_size::{ByteSize, ByteSizeError};
@@ -13,6 +14,7 @@ pub(crate) use limits::{StreamLimits, planning_footer_depth, pool_bounded_budget
 pub(crate) use options::LimitSource;
 pub use options::{
     AUTO_MAX_FILE_OPEN_DEPTH, FIXED_POLICY_EAGER_FIRST_READ_CAP, FIXED_POLICY_FILE_OPEN_DEPTH,
-    FIXED_POLICY_WINDOW, MAX_FILE_OPEN_DEPTH, PrefetchOptions, PrefetchPolicy,
+    FIXED_POLICY_WINDOW, MAX_FILE_OPEN_DEPTH, PrefetchOptions,
 };
+pub use policy::PrefetchPolicy;
 pub use timeout::RequestTimeout;
