@@ -403,15 +403,24 @@ impl StartsEarly for PrefetchingParquetSource {
     /// streams: every partition starts as when its stream is created (a
     /// scalar subquery's main input runs all its partitions in this
     /// process), and the driver is held until the first stream takes it.
-    /// Nothing happens under `off`.
-    fn start_early(&self, object_store: &Arc<dyn ObjectStore>, config: &FileScanConfig) {
+    /// Nothing happens under `off`, nor when another scan of `starter`'s
+    /// execution started it already.
+    fn start_early(
+        &self,
+        starter: &Arc<ScanDriver>,
+        object_store: &Arc<dyn ObjectStore>,
+        config: &FileScanConfig,
+    ) {
         if self.options.policy() == PrefetchPolicy::Off {
             return;
         }
-        let driver = self
+        let started = self
             .running
             .lock()
-            .start_early(|| self.new_driver(object_store, config));
+            .start_early(starter, || self.new_driver(object_store, config));
+        let Some(driver) = started else {
+            return;
+        };
         for partition in 0..config.file_groups.len() {
             driver.partition_started(partition);
         }
@@ -445,7 +454,7 @@ impl FileSource for PrefetchingParquetSource {
         if new_execution {
             let store_url = base_config.object_store_url.as_str();
             for late in self.late_scans.iter() {
-                late.start(store_url, &object_store);
+                late.start(&driver, store_url, &object_store);
             }
         }
         let reader_factory = Arc::new(PrefetchingReaderFactory {

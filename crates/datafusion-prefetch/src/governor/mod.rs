@@ -210,15 +210,15 @@ impl PrefetchGovernor {
                     .map(|&(key, bytes)| (key, Notice::Shed { bytes })),
             )
             .collect();
-        let listeners: Vec<(Notice, Listener)> = {
+        let listeners: Vec<(ScanKey, Notice, Listener)> = {
             let tenants = self.tenants.lock();
             told.into_iter()
-                .filter_map(|(key, notice)| tenants.get(&key).map(|l| (notice, l.clone())))
+                .filter_map(|(key, notice)| tenants.get(&key).map(|l| (key, notice, l.clone())))
                 .collect()
         };
         let current = tokio::runtime::Handle::try_current().ok();
-        let mut undelivered = false;
-        for (notice, Listener { tenant, runtime }) in listeners {
+        let mut undelivered = Notices::default();
+        for (key, notice, Listener { tenant, runtime }) in listeners {
             match current.as_ref().or(runtime.as_ref()) {
                 Some(runtime) => {
                     runtime.spawn(async move {
@@ -227,11 +227,15 @@ impl PrefetchGovernor {
                         }
                     });
                 }
-                None => undelivered = true,
+                None => match notice {
+                    Notice::RoomFreed => undelivered.wake.push(key),
+                    Notice::Shed { bytes } => undelivered.shed.push((key, bytes)),
+                },
             }
         }
-        if undelivered {
-            self.ledger.lock().rearm(&notices);
+        // Only what no runtime could run is told again: the rest was sent.
+        if !undelivered.is_empty() {
+            self.ledger.lock().rearm(&undelivered);
         }
     }
 

@@ -197,6 +197,10 @@ impl ScanDriver {
                 .shrink_to(staged.saturating_sub(unreserved(&actions)));
             self.reservation
                 .staged(staged.saturating_sub(unheld(&actions) + refused_bytes));
+            // Published before the pool grows for what this answer admitted:
+            // the pool never holds more than `PrefetchStats` reports staged,
+            // whenever an outside reader looks.
+            self.publish_counters(&core);
             for action in actions {
                 self.carry_out(action, &mut served, &mut pending);
             }
@@ -279,6 +283,15 @@ impl ScanDriver {
         }
     }
 
+    /// Publish the scheduler's counters (staged bytes among them) to the
+    /// metrics and [`PrefetchStats`](crate::PrefetchStats).
+    fn publish_counters(&self, core: &ScanCore) {
+        let stats = core.stats();
+        let mut published = self.published.lock();
+        self.metrics.publish(&published, &stats);
+        *published = stats;
+    }
+
     /// Keep the pool reservation no larger than the staged bytes and publish
     /// the scheduler's counters.
     fn publish(&self, core: &ScanCore) {
@@ -286,9 +299,7 @@ impl ScanDriver {
         self.reservation.shrink_to(stats.staged_bytes);
         self.reservation.staged(stats.staged_bytes);
         self.metrics.staged_over_held(self.reservation.violations());
-        let mut published = self.published.lock();
-        self.metrics.publish(&published, &stats);
-        *published = stats;
+        self.publish_counters(core);
         if let Some(auto) = core.auto_snapshot() {
             self.metrics.publish_auto(&auto);
         }

@@ -121,12 +121,24 @@ impl Fetches {
     /// ranges) under `id`, held under `hold` until the last is dropped —
     /// unless the scheduler released `id` while the read was in flight:
     /// then they and their hold go now.
+    ///
+    /// The slots stay locked from the check to the insert (as in
+    /// [`Self::release`]): a release between the two would miss both the
+    /// ride and the slot, and leave an orphan slot holding until the scan
+    /// ends.
     pub(crate) fn insert_ready(&self, id: FetchId, buffers: Vec<Bytes>, hold: Hold) {
+        let mut slots = self.slots.lock();
         if !self.riding.lock().remove(&id) {
             return;
         }
         let buffers = hold_buffers(buffers, hold);
-        self.slots.lock().insert(id, Slot::ready(Arc::new(buffers)));
+        slots.insert(id, Slot::ready(Arc::new(buffers)));
+    }
+
+    /// Whether fetch `id` still rides on its demand read (not released
+    /// while the read was in flight).
+    pub(crate) fn rides(&self, id: FetchId) -> bool {
+        self.riding.lock().contains(&id)
     }
 
     /// The fetches `parts` are served from, to await. Taken when the read is
@@ -147,10 +159,14 @@ impl Fetches {
     /// still in flight is stopped; otherwise a reader may be awaiting it: it
     /// lands, but stays stoppable by a stall or the scan's end.
     pub(crate) fn release(&self, id: FetchId, abort: bool) {
-        if self.riding.lock().remove(&id) {
-            return;
-        }
-        let Some(handle) = self.slots.lock().remove(&id).and_then(|s| s.abort) else {
+        let slot = {
+            let mut slots = self.slots.lock();
+            if self.riding.lock().remove(&id) {
+                return;
+            }
+            slots.remove(&id)
+        };
+        let Some(handle) = slot.and_then(|s| s.abort) else {
             return;
         };
         if abort {

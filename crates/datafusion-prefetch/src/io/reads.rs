@@ -222,7 +222,9 @@ impl ScanDriver {
             )));
         }
         let widened = fetched.split_off(plan.demand.len());
-        if let Some((id, hold)) = ridden.widened.take() {
+        if let Some((id, hold)) = ridden.widened.take()
+            && self.fetches.rides(id)
+        {
             let kept = self.copied(widened.iter());
             self.fetches.insert_ready(id, kept, hold);
         }
@@ -323,6 +325,11 @@ impl ScanDriver {
     /// scheduler has admitted them, the governor holds them), once the pool
     /// agrees.
     fn retain(&self, id: FetchId, positions: &[usize], fetched: &[Bytes], hold: Hold) {
+        if !self.fetches.rides(id) {
+            // Released while the read was in flight: nothing to keep (the
+            // hold goes with this frame, staged was lowered at the release).
+            return;
+        }
         let bytes: u64 = positions.iter().map(|&i| fetched[i].len() as u64).sum();
         if !self.reservation.try_reserve_pool(bytes) {
             self.fetches.unride(id);

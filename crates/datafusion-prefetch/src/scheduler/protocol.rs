@@ -144,8 +144,9 @@ pub(crate) enum Event {
         /// The fetch.
         id: FetchId,
     },
-    /// The process-wide limit has no room for a fetch now: its pieces stay
-    /// worth fetching, and read-ahead waits for [`Event::RoomFreed`].
+    /// The process-wide limit has no room for a fetch now: a fetch of its
+    /// own stays worth fetching (ranges riding on a demand read are left to
+    /// the decoder's reads), and read-ahead waits for [`Event::RoomFreed`].
     GovernorRefused {
         /// The fetch.
         id: FetchId,
