@@ -252,7 +252,7 @@ def probe_http():
     binary = install("install-http.sh")
     tmp = tempfile.mkdtemp(prefix="wire-http-")
     srv = Server([binary, "serve", "webdav", tmp, "--addr", "127.0.0.1:0", "--config", "/dev/null",
-                  "--dir-cache-time", "0s", "--poll-interval", "0"],
+                  "--dir-cache-time", "1ms", "--poll-interval", "0"],
                  announce=r"started on \[?http://127\.0\.0\.1:(\d+)")
     port = srv.port
     print(f"rclone serve webdav on http://127.0.0.1:{port}/, root {tmp}")

@@ -80,6 +80,12 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Server output lines kept for error messages.
 const LOG_LINES: usize = 40;
 
+/// Set to a file's path, every server's whole output is appended to it too
+/// (with `rclone serve webdav`, which logs only errors otherwise, every
+/// request: it runs with `-vv` then), to tell a server that never answered
+/// from a request that never reached it.
+pub const LOG_COPY_VAR: &str = "DFPREFETCH_WIRE_LOG";
+
 /// Where the install scripts put the servers.
 pub fn install_prefix() -> PathBuf {
     std::env::var_os("DFPREFETCH_WIRE_PREFIX")
@@ -301,11 +307,21 @@ fn drain(
     announce: fn(&str) -> Option<u16>,
     ready: mpsc::Sender<u16>,
 ) {
+    let copy = std::env::var_os(LOG_COPY_VAR).and_then(|path| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .ok()
+    });
     std::thread::spawn(move || {
         for line in BufReader::new(out).lines() {
             let Ok(line) = line else { return };
             if let Some(port) = announce(&line) {
                 let _ = ready.send(port);
+            }
+            if let Some(file) = &copy {
+                let _ = writeln!(&*file, "{line}");
             }
             let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
             if log.len() == LOG_LINES {

@@ -224,14 +224,13 @@ impl Server for Http {
         Self { server }
     }
 
-    /// rclone now and then leaves a request unanswered for longer than
-    /// object_store's 30 s timeout when the machine is loaded with the other
-    /// tests (once in about four full runs, a PROPFIND while registering):
-    /// a request that times out is sent again, up to twice. The timeout stays
-    /// object_store's 30 s: a response body that stalls is not sent again,
-    /// and a 10 s timeout cut one footer's body short while a build loaded
-    /// the machine. A stopped server still fails at once (connection
-    /// refused).
+    /// Requests that time out are sent again, up to twice, within
+    /// object_store's 30 s timeout. (rclone once left requests unanswered
+    /// for longer than that while other tests loaded the machine: the cause
+    /// was rclone itself spinning a core with a zero directory-cache time,
+    /// see `HttpServer::start`; the retries stay as a margin.) A 10 s timeout
+    /// cut one footer's body short while a build loaded the machine. A
+    /// stopped server still fails at once (connection refused).
     fn client(&self, _refused: bool) -> Arc<dyn ObjectStore> {
         let retry = RetryConfig {
             max_retries: 2,
