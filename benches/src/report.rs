@@ -41,6 +41,10 @@ struct PolicySummary {
     peak_staged_bytes: u64,
     /// Summed over the policy's measurements: must be 0.
     staged_over_held_violations: u64,
+    /// Summed over the policy's measurements, beside the data bytes its
+    /// scans fetched: what keeping ranges costs in copies.
+    bytes_copied: u64,
+    scan_bytes_fetched: u64,
     memory_budget: u64,
 }
 
@@ -336,6 +340,18 @@ impl Report {
                         .filter(|m| m.policy == policy)
                         .map(|m| m.staged_over_held_violations)
                         .sum(),
+                    bytes_copied: self
+                        .measurements
+                        .iter()
+                        .filter(|m| m.policy == policy)
+                        .map(|m| m.bytes_copied)
+                        .sum(),
+                    scan_bytes_fetched: self
+                        .measurements
+                        .iter()
+                        .filter(|m| m.policy == policy)
+                        .map(|m| m.scan_bytes_fetched)
+                        .sum(),
                     memory_budget: self.budget,
                     total_wall_ms,
                     policy,
@@ -394,14 +410,22 @@ impl Report {
         }
         let _ = writeln!(
             out,
-            "\n| policy | total wall ms | speedup vs off | floor ms | wall / floor |"
+            "\n| policy | total wall ms | speedup vs off | floor ms | wall / floor | \
+             MiB fetched by scans | MiB copied to be kept | staged > held |"
         );
-        let _ = writeln!(out, "|---|---:|---:|---:|---:|");
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
         for s in self.summaries() {
             let _ = writeln!(
                 out,
-                "| {} | {:.1} | {:.2}x | {:.1} | {:.2} |",
-                s.policy, s.total_wall_ms, s.speedup_vs_off, s.floor_ms, s.wall_over_floor
+                "| {} | {:.1} | {:.2}x | {:.1} | {:.2} | {:.1} | {:.1} | {} |",
+                s.policy,
+                s.total_wall_ms,
+                s.speedup_vs_off,
+                s.floor_ms,
+                s.wall_over_floor,
+                mib(s.scan_bytes_fetched),
+                mib(s.bytes_copied),
+                s.staged_over_held_violations
             );
         }
         if self.queries().iter().any(|q| self.rows_only(q)) {

@@ -96,6 +96,10 @@ pub struct Measurement {
     /// Changes after which one of the query's scans staged more than the
     /// governor held for it (summed over its scans): must be 0.
     pub staged_over_held_violations: u64,
+    /// Bytes copied out of demand-read bodies to be kept staged (retained
+    /// pages, widened ranges): the price of holds that count exactly what
+    /// they keep alive.
+    pub bytes_copied: u64,
     /// Parquet scans in the query's plan.
     pub scans: usize,
     pub memory_budget: String,
@@ -226,6 +230,7 @@ pub async fn measure(
             .iter()
             .map(|s| s.staged_over_held_violations())
             .sum(),
+        bytes_copied: sources.iter().map(|s| s.bytes_copied()).sum(),
         scans: sources.len(),
         memory_budget: budget,
         rows,
