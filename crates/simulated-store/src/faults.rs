@@ -360,7 +360,7 @@ impl FaultRule {
 
     /// Only GETs whose store-wide number (counting from 0) is in `numbers`,
     /// e.g. `5..`, `..3` or `2..=4`. Combine with
-    /// [`FaultRules::next_request`] for "from now on".
+    /// [`FaultRules::next_request`](crate::FaultRules::next_request) for "from now on".
     #[must_use]
     pub fn requests(mut self, numbers: impl RangeBounds<u64>) -> Self {
         let start = match numbers.start_bound() {

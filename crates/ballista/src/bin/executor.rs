@@ -46,7 +46,7 @@ struct Args {
     /// Repeatable; every URL the queries read must be registered.
     #[arg(long)]
     store: Vec<String>,
-    /// First-byte latency of the simulated stores: none, fixed:<ms> or s3.
+    /// First-byte latency of the simulated stores: `none`, `fixed:<ms>` or `s3`.
     #[arg(long, default_value = "none")]
     latency: String,
 }

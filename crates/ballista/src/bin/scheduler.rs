@@ -33,7 +33,7 @@ struct Args {
     /// Repeatable. The scheduler lists files and reads footers through it.
     #[arg(long)]
     store: Vec<String>,
-    /// First-byte latency of the simulated stores: none, fixed:<ms> or s3.
+    /// First-byte latency of the simulated stores: `none`, `fixed:<ms>` or `s3`.
     #[arg(long, default_value = "none")]
     latency: String,
 }

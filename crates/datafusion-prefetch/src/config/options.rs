@@ -15,7 +15,8 @@ use super::timeout::RequestTimeout;
 /// The `prefetch.*` settings: a DataFusion [`ConfigExtension`] with prefix `prefetch`.
 ///
 /// Register it on a [`SessionConfig`](datafusion::prelude::SessionConfig) (the
-/// one-call setup in [`crate::session`] does) and every key can be changed with SQL
+/// one-call setups [`enable_prefetch`](crate::enable_prefetch) and
+/// [`prefetching_context`](crate::prefetching_context) do) and every key can be changed with SQL
 /// `SET prefetch.<key> = <value>` and read with `SHOW prefetch.<key>`. Every value
 /// is validated when it is set, so a bad setting fails the `SET`, not a later query.
 ///
