@@ -41,6 +41,8 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod codec;
 pub mod session;
 pub mod settings;

@@ -49,6 +49,8 @@
 //!   execution of a plan);
 //! - `metrics`: what `EXPLAIN ANALYZE` and [`PrefetchStats`] report.
 
+#![warn(missing_docs)]
+
 mod config;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
