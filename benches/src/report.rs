@@ -320,6 +320,8 @@ impl Report {
             .into_iter()
             .map(|policy| {
                 let total_wall_ms = total(&policy);
+                let of_policy = || self.measurements.iter().filter(|m| m.policy == policy);
+                let sum = |field: fn(&Measurement) -> u64| of_policy().map(field).sum();
                 PolicySummary {
                     suite: self.suite.name.to_string(),
                     latency: self.config.latency_label.clone(),
@@ -327,31 +329,10 @@ impl Report {
                     speedup_vs_off: off_total / total_wall_ms,
                     floor_ms: floor,
                     wall_over_floor: total_wall_ms / floor,
-                    peak_staged_bytes: self
-                        .measurements
-                        .iter()
-                        .filter(|m| m.policy == policy)
-                        .map(|m| m.peak_staged_bytes)
-                        .max()
-                        .unwrap_or(0),
-                    staged_over_held_violations: self
-                        .measurements
-                        .iter()
-                        .filter(|m| m.policy == policy)
-                        .map(|m| m.staged_over_held_violations)
-                        .sum(),
-                    bytes_copied: self
-                        .measurements
-                        .iter()
-                        .filter(|m| m.policy == policy)
-                        .map(|m| m.bytes_copied)
-                        .sum(),
-                    scan_bytes_fetched: self
-                        .measurements
-                        .iter()
-                        .filter(|m| m.policy == policy)
-                        .map(|m| m.scan_bytes_fetched)
-                        .sum(),
+                    peak_staged_bytes: of_policy().map(|m| m.peak_staged_bytes).max().unwrap_or(0),
+                    staged_over_held_violations: sum(|m| m.staged_over_held_violations),
+                    bytes_copied: sum(|m| m.bytes_copied),
+                    scan_bytes_fetched: sum(|m| m.scan_bytes_fetched),
                     memory_budget: self.budget,
                     total_wall_ms,
                     policy,
