@@ -9,18 +9,34 @@
 //! memory budget that is also reserved from the session's memory pool.
 //!
 //! The quickest way in is one call that makes every Parquet scan of a session
-//! prefetching, tuned with SQL `SET prefetch.*`:
+//! prefetching, tuned with SQL `SET prefetch.*`; [`prefetch_stats`] finds the
+//! prefetching scans of a plan and reads what they did:
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> datafusion::common::Result<()> {
-//! use datafusion::prelude::SessionConfig;
-//! use datafusion_prefetch::prefetching_context;
+//! use datafusion::physical_plan::collect;
+//! use datafusion::prelude::{ParquetReadOptions, SessionConfig};
+//! use datafusion_prefetch::{prefetch_stats, prefetching_context};
 //!
 //! let ctx = prefetching_context(SessionConfig::new());
 //! ctx.sql("SET prefetch.policy = 'pipelined'").await?.collect().await?;
 //! ctx.sql("SET prefetch.read_ahead_window = '64MiB'").await?.collect().await?;
-//! // ctx.register_parquet(...), CREATE EXTERNAL TABLE ... STORED AS PARQUET, etc.
+//!
+//! // A local folder here; register an object store for s3://, gs://, az://
+//! // or http(s):// URLs with `ctx.register_object_store` as usual.
+//! # let dir = tempfile::tempdir()?;
+//! # let folder = format!("{}/t/", dir.path().display());
+//! # ctx.sql(&format!("COPY (VALUES (1, 'a'), (2, 'b')) TO '{folder}' STORED AS PARQUET"))
+//! #     .await?.collect().await?;
+//! ctx.register_parquet("t", &folder, ParquetReadOptions::default()).await?;
+//!
+//! let plan = ctx.sql("SELECT sum(column1) FROM t").await?.create_physical_plan().await?;
+//! let scans = prefetch_stats(&plan);
+//! let batches = collect(plan, ctx.task_ctx()).await?;
+//! assert_eq!(batches[0].num_rows(), 1);
+//! assert_eq!(scans.len(), 1);
+//! println!("{} bytes fetched in {} requests", scans[0].bytes_fetched(), scans[0].requests());
 //! # Ok(())
 //! # }
 //! ```
@@ -33,7 +49,8 @@
 //! [`PrefetchOptions`], the process-wide
 //! [`PrefetchGovernor`], [`PrefetchStats`] / [`prefetch_stats`] to watch
 //! scans, and [`prefetching_scan`] to find them in a plan. How it works:
-//! `docs/design.md`, which opens with a map of the modules:
+//! [the design](https://github.com/datafusion-prefetch/datafusion-prefetch/blob/main/docs/design.md),
+//! which opens with a map of the (private) modules:
 //! - `config`: the `prefetch.*` settings;
 //! - `scheduler`: the pure, deterministic scheduler — what to fetch, what to
 //!   release, what the budget allows — as one event/action protocol. No

@@ -7,7 +7,10 @@
 //! - [`checksum`]: one result checksum that ignores row order and is stable
 //!   across Rust releases (FNV-1a 64, not `DefaultHasher`).
 //!
-//! Internal to the workspace: not published, not part of the library's API.
+//! Published so that `dfprefetch`'s demo can be installed; it is not part of
+//! datafusion-prefetch's API and follows the workspace's version.
+
+#![warn(missing_docs)]
 
 mod checksum;
 mod rng;

@@ -19,9 +19,11 @@ use super::policy::PrefetchPolicy;
 /// it is simply gone for the others. A sort whose share is barely above one
 /// batch — a pool in which stock DataFusion just completes — fails as soon as
 /// read-ahead holds more than a few percent of the pool at the wrong moment
-/// (docs/reliability.md, bug 4: a quarter was still too much). A sixteenth
-/// leaves each spiller at least 15/16 of its stock share while still staging
-/// several row groups in any pool large enough to be useful.
+/// (bug 4 in
+/// [the reliability notes](https://github.com/datafusion-prefetch/datafusion-prefetch/blob/main/docs/reliability.md):
+/// a quarter was still too much). A sixteenth leaves each spiller at least
+/// 15/16 of its stock share while still staging several row groups in any
+/// pool large enough to be useful.
 pub const POOL_SHARE_DIVISOR: u64 = 16;
 
 /// `memory_budget`, lowered to `1 / POOL_SHARE_DIVISOR` of `pool`'s limit when

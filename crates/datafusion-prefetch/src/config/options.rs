@@ -79,7 +79,8 @@ pub const MAX_FILE_OPEN_DEPTH: usize = 256;
 
 /// The read-ahead window of `batched`, `pipelined` and `streaming` when
 /// `prefetch.read_ahead_window` is `auto`: measured on the `cross_file`
-/// workload (see `docs/configuration.md`).
+/// workload (see
+/// [the configuration reference](https://github.com/datafusion-prefetch/datafusion-prefetch/blob/main/docs/configuration.md)).
 pub const FIXED_POLICY_WINDOW: ByteSize = ByteSize::mib(64);
 
 /// The file-open depth of `pipelined` and `streaming` when
@@ -98,7 +99,8 @@ pub const AUTO_MAX_FILE_OPEN_DEPTH: usize = 64;
 const AUTO: &str = "auto";
 
 impl Default for PrefetchOptions {
-    /// Defaults measured on the `cross_file` workload (see `docs/configuration.md`).
+    /// Defaults measured on the `cross_file` workload (see
+    /// [the configuration reference](https://github.com/datafusion-prefetch/datafusion-prefetch/blob/main/docs/configuration.md)).
     fn default() -> Self {
         Self {
             policy: PrefetchPolicy::default(),

@@ -30,7 +30,7 @@ use super::read_ahead::read_footers_ahead;
 /// Schema inference, and the statistics DataFusion collects from the same
 /// footers when it plans a scan, then find them cached. On a store with 20 ms
 /// per request that takes planning over 10,000 files from 7.0 s to 1.2 s
-/// (`docs/benchmarks.md`, `many_files`).
+/// ([benchmarks](https://github.com/datafusion-prefetch/datafusion-prefetch/blob/main/docs/benchmarks.md), `many_files`).
 ///
 /// The reads beyond DataFusion's own are reserved in the runtime's
 /// [`PrefetchGovernor`](crate::PrefetchGovernor) while in flight; reading
