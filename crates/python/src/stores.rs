@@ -1,0 +1,73 @@
+//! The object store for a table URL, from `storage_options` over the usual
+//! environment variables (`AWS_*`, `GOOGLE_*`, `AZURE_*`), with the same keys
+//! object_store's builders accept (`aws_endpoint`, `aws_allow_http`,
+//! `google_service_account`, `azure_storage_account_name`, …).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use object_store::aws::AmazonS3Builder;
+use object_store::azure::MicrosoftAzureBuilder;
+use object_store::gcp::GoogleCloudStorageBuilder;
+use object_store::http::HttpBuilder;
+use object_store::{ClientConfigKey, ObjectStore};
+use pyo3::PyResult;
+use pyo3::exceptions::PyValueError;
+use url::Url;
+
+/// Options as given, sorted: also what tells two tables' stores apart.
+pub type StorageOptions = BTreeMap<String, String>;
+
+/// The store serving `url`, or `None` for local files (DataFusion's own).
+pub fn store_for(url: &Url, options: &StorageOptions) -> PyResult<Option<Arc<dyn ObjectStore>>> {
+    let invalid = |e: object_store::Error| PyValueError::new_err(format!("{url}: {e}"));
+    let store: Arc<dyn ObjectStore> = match url.scheme() {
+        "file" => {
+            if let Some(key) = options.keys().next() {
+                return Err(PyValueError::new_err(format!(
+                    "storage option '{key}' given for local files, which take none"
+                )));
+            }
+            return Ok(None);
+        }
+        "s3" | "s3a" => {
+            let mut builder = AmazonS3Builder::from_env().with_url(url.as_str());
+            for (key, value) in options {
+                builder = builder.with_config(key.parse().map_err(invalid)?, value);
+            }
+            Arc::new(builder.build().map_err(invalid)?)
+        }
+        "gs" => {
+            let mut builder = GoogleCloudStorageBuilder::from_env().with_url(url.as_str());
+            for (key, value) in options {
+                builder = builder.with_config(key.parse().map_err(invalid)?, value);
+            }
+            Arc::new(builder.build().map_err(invalid)?)
+        }
+        "az" | "adl" | "azure" | "abfs" | "abfss" => {
+            let mut builder = MicrosoftAzureBuilder::from_env().with_url(url.as_str());
+            for (key, value) in options {
+                builder = builder.with_config(key.parse().map_err(invalid)?, value);
+            }
+            Arc::new(builder.build().map_err(invalid)?)
+        }
+        "http" | "https" => {
+            let base = &url[..url::Position::AfterPort];
+            let mut builder = HttpBuilder::new().with_url(base).with_config(
+                ClientConfigKey::AllowHttp,
+                (url.scheme() == "http").to_string(),
+            );
+            for (key, value) in options {
+                builder = builder.with_config(key.parse().map_err(invalid)?, value);
+            }
+            Arc::new(builder.build().map_err(invalid)?)
+        }
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unsupported URL scheme '{other}' in {url}: expected a local path, file://, \
+                 s3://, gs://, az://, abfss://, http:// or https://"
+            )));
+        }
+    };
+    Ok(Some(store))
+}
