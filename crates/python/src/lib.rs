@@ -10,11 +10,13 @@
 //! ([`environment`]), with the store built from the table's URL and
 //! `storage_options` ([`stores`]), and a table provider that plans and
 //! executes on them whatever session asks ([`provider`]). [`table`] is the
-//! Python class.
+//! Python class, and [`settings`] the `prefetch.*` settings as keyword
+//! arguments and as a session extension (`SET prefetch.*`).
 
 mod environment;
 mod errors;
 mod provider;
+mod settings;
 mod stores;
 mod table;
 
@@ -28,6 +30,7 @@ const DATAFUSION_MAJOR: u64 = 55;
 #[pymodule]
 fn _internal(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<table::ParquetTable>()?;
+    module.add_class::<settings::PrefetchConfig>()?;
     module.add_function(wrap_pyfunction!(environment::set_memory_limit, module)?)?;
     module.add_function(wrap_pyfunction!(environment::memory_limit, module)?)?;
     module.add_function(wrap_pyfunction!(environment::governor_stats, module)?)?;

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{DataFusionError, Result, internal_err};
-use datafusion::config::ConfigOptions;
+use datafusion::common::{DataFusionError, Result, config_err, internal_err};
+use datafusion::config::{ConfigOptions, ExtensionOptions};
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -20,32 +20,36 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::metrics::MetricsSet;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use datafusion::prelude::SessionConfig;
+use datafusion_ffi::config::extension_options::FFI_ExtensionOptions;
 use datafusion_prefetch::{
     PrefetchOptions, PrefetchStats, PrefetchingParquetTable, prefetch_stats,
 };
 
 use crate::environment::environment;
+use crate::settings::{Settings, with_settings};
 
 /// A [`PrefetchingParquetTable`] planned with its own settings on its own
 /// runtime and the module's tokio runtime; every scan's [`PrefetchStats`] are kept for Python.
 #[derive(Debug)]
 pub struct HostedTable {
     table: Arc<PrefetchingParquetTable>,
-    options: PrefetchOptions,
+    /// The settings given to the table, over the session's.
+    settings: Settings,
     runtime: Arc<RuntimeEnv>,
     scans: Arc<Mutex<Vec<Arc<PrefetchStats>>>>,
 }
 
 impl HostedTable {
-    /// `table` scanned with `options` on `runtime` (its object store).
+    /// `table` scanned with `settings` (over the session's) on `runtime`
+    /// (its object store).
     pub fn new(
         table: PrefetchingParquetTable,
-        options: PrefetchOptions,
+        settings: Settings,
         runtime: Arc<RuntimeEnv>,
     ) -> Self {
         Self {
             table: Arc::new(table),
-            options,
+            settings,
             runtime,
             scans: Arc::default(),
         }
@@ -56,18 +60,60 @@ impl HostedTable {
         self.scans.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// The host's execution settings (batch size, partitions, …) with this
-    /// table's `prefetch.*` settings, on the table's runtime.
-    fn session(&self, host: &ConfigOptions) -> datafusion::execution::SessionState {
-        let mut options = host.clone();
-        options.extensions = Default::default();
-        let config = SessionConfig::from(options).with_option_extension(self.options.clone());
-        SessionStateBuilder::new()
+    /// The host's execution settings (batch size, partitions, …) and
+    /// `prefetch.*` settings (through `PrefetchConfig`, if the session has
+    /// it) with the table's own over them, on the table's runtime.
+    fn session(&self, host: &ConfigOptions) -> Result<datafusion::execution::SessionState> {
+        let options = with_settings(session_settings(host)?, &self.settings)?;
+        let mut host = host.clone();
+        host.extensions = Default::default();
+        let config = SessionConfig::from(host).with_option_extension(options);
+        Ok(SessionStateBuilder::new()
             .with_config(config)
             .with_runtime_env(Arc::clone(&self.runtime))
             .with_default_features()
-            .build()
+            .build())
     }
+}
+
+/// The `prefetch.*` entries of the host's FFI extension options, the budget
+/// first (a window is checked against the budget as it is set; the entries
+/// come in no particular order).
+fn from_ffi(ffi: &FFI_ExtensionOptions) -> Result<PrefetchOptions> {
+    let mut entries: Vec<(String, String)> = ffi
+        .entries()
+        .into_iter()
+        .filter_map(|entry| {
+            let key = entry.key.strip_prefix("prefetch.")?.to_string();
+            Some((key, entry.value?))
+        })
+        .collect();
+    entries.sort_by_key(|(key, _)| key != "memory_budget");
+    let mut options = PrefetchOptions::default();
+    for (key, value) in entries {
+        options.set_key(&key, &value)?;
+    }
+    Ok(options)
+}
+
+/// The session's `prefetch.*` settings: ours when the session is local, the
+/// FFI extension's (strings, checked here) when datafusion-python passes
+/// them, else the defaults.
+fn session_settings(host: &ConfigOptions) -> Result<PrefetchOptions> {
+    let options = match host.extensions.get::<PrefetchOptions>() {
+        Some(options) => options.clone(),
+        None => match host.extensions.get::<FFI_ExtensionOptions>() {
+            Some(ffi) => from_ffi(ffi)?,
+            None => PrefetchOptions::default(),
+        },
+    };
+    if options.memory_limit().is_some() {
+        return config_err!(
+            "prefetch.memory_limit is process-wide in Python: call \
+             datafusion_prefetch.set_memory_limit(...) instead"
+        );
+    }
+    Ok(options)
 }
 
 #[async_trait]
@@ -87,7 +133,7 @@ impl TableProvider for HostedTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let state = self.session(session.config_options());
+        let state = self.session(session.config_options())?;
         let task_ctx = state.task_ctx();
         let table = Arc::clone(&self.table);
         let projection = projection.cloned();

@@ -6,10 +6,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use datafusion_prefetch_simstore::{LatencyModel, SimulatedStore, SimulatedStoreConfig};
 use object_store::aws::AmazonS3Builder;
 use object_store::azure::MicrosoftAzureBuilder;
 use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::http::HttpBuilder;
+use object_store::local::LocalFileSystem;
 use object_store::{ClientConfigKey, ObjectStore};
 use pyo3::PyResult;
 use pyo3::exceptions::PyValueError;
@@ -18,8 +20,28 @@ use url::Url;
 /// Options as given, sorted: also what tells two tables' stores apart.
 pub type StorageOptions = BTreeMap<String, String>;
 
-/// The store serving `url`, or `None` for local files (DataFusion's own).
-pub fn store_for(url: &Url, options: &StorageOptions) -> PyResult<Option<Arc<dyn ObjectStore>>> {
+/// The store serving `url` (`None`: local files, DataFusion's own), behind a
+/// [`SimulatedStore`] when `simulation` is given (local files too).
+pub fn store_for(
+    url: &Url,
+    options: &StorageOptions,
+    simulation: Option<LatencyModel>,
+) -> PyResult<Option<Arc<dyn ObjectStore>>> {
+    let store = real_store_for(url, options)?;
+    Ok(match simulation {
+        None => store,
+        Some(latency) => {
+            let store = match store {
+                Some(store) => store,
+                None => Arc::new(LocalFileSystem::new()),
+            };
+            let config = SimulatedStoreConfig::from_latency(latency);
+            Some(Arc::new(SimulatedStore::new(store, config)))
+        }
+    })
+}
+
+fn real_store_for(url: &Url, options: &StorageOptions) -> PyResult<Option<Arc<dyn ObjectStore>>> {
     let invalid = |e: object_store::Error| PyValueError::new_err(format!("{url}: {e}"));
     let store: Arc<dyn ObjectStore> = match url.scheme() {
         "file" => {

@@ -12,7 +12,8 @@ use datafusion::prelude::SessionConfig;
 use datafusion_ffi::proto::logical_extension_codec::FFI_LogicalExtensionCodec;
 use datafusion_ffi::table_provider::FFI_TableProvider;
 use datafusion_prefetch::{PrefetchOptions, PrefetchingParquetTable};
-use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use datafusion_prefetch_simstore::LatencyModel;
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict, PyList, PyString};
 use url::Url;
@@ -21,6 +22,7 @@ use crate::DATAFUSION_MAJOR;
 use crate::environment::environment;
 use crate::errors::to_py;
 use crate::provider::HostedTable;
+use crate::settings::{settings, with_settings};
 use crate::stores::{StorageOptions, store_for};
 
 const TABLE_PROVIDER: &CStr = c"datafusion_table_provider";
@@ -48,6 +50,7 @@ impl ParquetTable {
         hedge_after = None,
         request_timeout = None,
         file_extension = ".parquet",
+        simulate_latency = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -62,22 +65,22 @@ impl ParquetTable {
         hedge_after: Option<String>,
         request_timeout: Option<String>,
         file_extension: &str,
+        simulate_latency: Option<String>,
     ) -> PyResult<Self> {
-        let mut options = PrefetchOptions::default();
-        // The budget before the window: the window must fit in it.
-        for (key, value) in [
-            ("policy", policy),
-            ("memory_budget", memory_budget),
-            ("read_ahead_window", read_ahead_window),
-            ("file_open_depth", file_open_depth),
-            ("eager_first_read_cap", eager_first_read_cap),
-            ("hedge_after", hedge_after),
-            ("request_timeout", request_timeout),
-        ] {
-            if let Some(value) = value {
-                options.set_key(key, &value).map_err(to_py)?;
-            }
-        }
+        let simulation = simulate_latency
+            .map(|latency| latency.parse::<LatencyModel>())
+            .transpose()
+            .map_err(|e| PyValueError::new_err(format!("simulate_latency: {e}")))?;
+        let settings = settings(
+            policy,
+            read_ahead_window,
+            memory_budget,
+            file_open_depth,
+            eager_first_read_cap,
+            hedge_after,
+            request_timeout,
+        );
+        let options = with_settings(PrefetchOptions::default(), &settings).map_err(to_py)?;
 
         let storage_options: StorageOptions =
             storage_options.unwrap_or_default().into_iter().collect();
@@ -86,7 +89,7 @@ impl ParquetTable {
             .map_err(|e| PyRuntimeError::new_err(format!("{url}: {e}")))?;
         let environment = environment();
         // The table's own runtime on the shared pool; local files need no store.
-        let store = store_for(&store_url, &storage_options)?;
+        let store = store_for(&store_url, &storage_options, simulation)?;
         let runtime = environment
             .runtime_for(store.map(|store| (&store_url, store)))
             .map_err(to_py)?;
@@ -104,7 +107,7 @@ impl ParquetTable {
             .map_err(to_py)?;
         Ok(Self {
             url,
-            hosted: Arc::new(HostedTable::new(table, options, runtime)),
+            hosted: Arc::new(HostedTable::new(table, settings, runtime)),
         })
     }
 

@@ -10,7 +10,8 @@
 Each scan of a ``ParquetTable`` keeps the next row groups and files in flight
 while the current ones decode, within a read-ahead window, a per-scan memory
 budget and one limit for the whole process (``set_memory_limit``), and returns
-exactly what ``ctx.register_parquet`` returns.
+exactly what ``ctx.register_parquet`` returns. A session built with
+``SessionConfig().with_extension(PrefetchConfig())`` takes ``SET prefetch.*``.
 """
 
 from importlib import metadata as _metadata
@@ -40,6 +41,7 @@ _check_datafusion()
 from ._internal import (  # noqa: E402
     DATAFUSION_MAJOR,
     ParquetTable,
+    PrefetchConfig,
     __version__,
     governor_stats,
     memory_limit,
@@ -50,6 +52,7 @@ assert DATAFUSION_MAJOR == _DATAFUSION_MAJOR
 
 __all__ = [
     "ParquetTable",
+    "PrefetchConfig",
     "governor_stats",
     "memory_limit",
     "set_memory_limit",
