@@ -8,7 +8,9 @@ import sys
 
 
 def block(text: str, heading: str, language: str) -> str:
-    section = re.search(rf"^#+ {re.escape(heading)}\n(.*?)(?=^#+ |\Z)", text, re.M | re.S)
+    # Sections are level-2 or deeper headings ("## "); a "# " line inside a
+    # code block is a comment.
+    section = re.search(rf"^##+ {re.escape(heading)}\n(.*?)(?=^##+ |\Z)", text, re.M | re.S)
     if not section:
         sys.exit(f"no heading '{heading}'")
     fenced = re.search(rf"^```{re.escape(language)}\n(.*?)^```", section.group(1), re.M | re.S)
