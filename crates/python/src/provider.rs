@@ -28,8 +28,13 @@ use datafusion_prefetch::{
 use crate::environment::environment;
 use crate::settings::{Settings, with_settings};
 
+/// How many scans' stats a table keeps (a long-lived table would otherwise
+/// keep every scan's).
+pub const KEPT_SCANS: usize = 256;
+
 /// A [`PrefetchingParquetTable`] planned with its own settings on its own
-/// runtime and the module's tokio runtime; every scan's [`PrefetchStats`] are kept for Python.
+/// runtime and the module's tokio runtime; the [`PrefetchStats`] of its last
+/// [`KEPT_SCANS`] scans are kept for Python.
 #[derive(Debug)]
 pub struct HostedTable {
     table: Arc<PrefetchingParquetTable>,
@@ -55,7 +60,7 @@ impl HostedTable {
         }
     }
 
-    /// The stats of every scan planned so far, oldest first.
+    /// The stats of the last [`KEPT_SCANS`] scans planned, oldest first.
     pub fn scans(&self) -> Vec<Arc<PrefetchStats>> {
         self.scans.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -148,10 +153,11 @@ impl TableProvider for HostedTable {
         let plan = planning
             .await
             .map_err(|e| DataFusionError::External(Box::new(e)))??;
-        self.scans
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(prefetch_stats(&plan));
+        let mut scans = self.scans.lock().unwrap_or_else(|e| e.into_inner());
+        scans.extend(prefetch_stats(&plan));
+        let excess = scans.len().saturating_sub(KEPT_SCANS);
+        scans.drain(..excess);
+        drop(scans);
         Ok(Arc::new(OwnContextExec::new(plan, task_ctx)))
     }
 

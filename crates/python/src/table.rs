@@ -128,7 +128,7 @@ impl ParquetTable {
         PyCapsule::new_with_value(py, provider, TABLE_PROVIDER)
     }
 
-    /// What each scan of this table planned so far did, oldest first: one
+    /// What each of the last 256 scans of this table did, oldest first: one
     /// dict per scan with requests, bytes fetched, fetched ahead, served from
     /// read-ahead, wasted, peak staged, hedged requests and tasks still live.
     fn scan_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {

@@ -152,3 +152,12 @@ def test_another_datafusion_major_is_refused(local_dataset, monkeypatch):
         dp._check_datafusion()
     with pytest.raises(Exception, match="built for datafusion 55.x but datafusion 54.1.0"):
         SessionContext().register_table("t", table)
+
+
+def test_a_table_keeps_its_last_256_scans(local_dataset):
+    ctx = SessionContext()
+    table = dp.ParquetTable(str(local_dataset), policy="pipelined")
+    ctx.register_table("t", table)
+    for _ in range(260):
+        ctx.sql("SELECT max(id) FROM t WHERE id < 10").collect()
+    assert len(table.scan_stats()) == 256
