@@ -15,27 +15,35 @@ use object_store::ObjectStore;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-
-use crate::errors::to_py;
 use tokio::runtime::Runtime;
 use url::Url;
 
-/// The shared tokio runtime and memory pool.
+/// The shared tokio runtime and memory pool, and the pool's governor.
 pub struct Environment {
     tokio: Runtime,
     pool: Arc<dyn MemoryPool>,
+    governor: Arc<PrefetchGovernor>,
 }
 
 /// The process's environment, made on first use.
 pub fn environment() -> &'static Environment {
     static ENVIRONMENT: OnceLock<Environment> = OnceLock::new();
-    ENVIRONMENT.get_or_init(|| Environment {
-        tokio: tokio::runtime::Builder::new_multi_thread()
-            .thread_name("datafusion-prefetch")
-            .enable_all()
+    ENVIRONMENT.get_or_init(|| {
+        let pool: Arc<dyn MemoryPool> = Arc::new(UnboundedMemoryPool::default());
+        // The governor belongs to the pool: any runtime on it finds the same.
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_pool(Arc::clone(&pool))
             .build()
-            .expect("a tokio runtime"),
-        pool: Arc::new(UnboundedMemoryPool::default()),
+            .expect("a DataFusion runtime");
+        Environment {
+            tokio: tokio::runtime::Builder::new_multi_thread()
+                .thread_name("datafusion-prefetch")
+                .enable_all()
+                .build()
+                .expect("a tokio runtime"),
+            governor: PrefetchGovernor::of(&runtime),
+            pool,
+        }
     })
 }
 
@@ -59,10 +67,6 @@ impl Environment {
         }
         Ok(runtime)
     }
-
-    fn governor(&self) -> Result<Arc<PrefetchGovernor>> {
-        Ok(PrefetchGovernor::of(&*self.runtime_for(None)?))
-    }
 }
 
 /// Set the most that every prefetching scan of the process holds together
@@ -75,21 +79,21 @@ pub fn set_memory_limit(limit: &str) -> PyResult<()> {
     if limit.as_u64() == 0 {
         return Err(PyValueError::new_err("memory limit: must be more than 0"));
     }
-    environment().governor().map_err(to_py)?.set_limit(limit);
+    environment().governor.set_limit(limit);
     Ok(())
 }
 
 /// The process-wide limit, as a size like `"1GiB"`.
 #[pyfunction]
-pub fn memory_limit() -> PyResult<String> {
-    Ok(environment().governor().map_err(to_py)?.limit().to_string())
+pub fn memory_limit() -> String {
+    environment().governor.limit().to_string()
 }
 
 /// What the process-wide governor measured: held and staged bytes now and at
 /// their peaks, refusals, and violations of staged <= held (always 0).
 #[pyfunction]
 pub fn governor_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    let governor = environment().governor().map_err(to_py)?;
+    let governor = &environment().governor;
     let stats = PyDict::new(py);
     stats.set_item("limit_bytes", governor.limit().as_u64())?;
     stats.set_item("held_bytes", governor.held_bytes())?;

@@ -13,7 +13,7 @@ use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DataFusionError, Result, config_err, internal_err};
 use datafusion::config::{ConfigOptions, ExtensionOptions};
 use datafusion::execution::runtime_env::RuntimeEnv;
-use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
 use datafusion::physical_expr::PhysicalExpr;
@@ -68,17 +68,27 @@ impl HostedTable {
     /// The host's execution settings (batch size, partitions, …) and
     /// `prefetch.*` settings (through `PrefetchConfig`, if the session has
     /// it) with the table's own over them, on the table's runtime.
-    fn session(&self, host: &ConfigOptions) -> Result<datafusion::execution::SessionState> {
+    fn session(&self, host: &ConfigOptions) -> Result<SessionState> {
         let options = with_settings(session_settings(host)?, &self.settings)?;
         let mut host = host.clone();
         host.extensions = Default::default();
-        let config = SessionConfig::from(host).with_option_extension(options);
-        Ok(SessionStateBuilder::new()
-            .with_config(config)
-            .with_runtime_env(Arc::clone(&self.runtime))
-            .with_default_features()
-            .build())
+        let config = SessionConfig::from(host);
+        Ok(session_state(config, options, &self.runtime))
     }
+}
+
+/// A session with DataFusion's default features, `options` as its
+/// `prefetch.*` settings, on `runtime`.
+pub fn session_state(
+    config: SessionConfig,
+    options: PrefetchOptions,
+    runtime: &Arc<RuntimeEnv>,
+) -> SessionState {
+    SessionStateBuilder::new()
+        .with_config(config.with_option_extension(options))
+        .with_runtime_env(Arc::clone(runtime))
+        .with_default_features()
+        .build()
 }
 
 /// The `prefetch.*` entries of the host's FFI extension options, the budget

@@ -53,35 +53,37 @@ fn real_store_for(url: &Url, options: &StorageOptions) -> PyResult<Option<Arc<dy
             return Ok(None);
         }
         "s3" | "s3a" => {
-            let mut builder = AmazonS3Builder::from_env().with_url(url.as_str());
-            for (key, value) in options {
-                builder = builder.with_config(key.parse().map_err(invalid)?, value);
-            }
+            let builder = AmazonS3Builder::from_env().with_url(url.as_str());
+            let builder = configured(builder, options, AmazonS3Builder::with_config, invalid)?;
             Arc::new(builder.build().map_err(invalid)?)
         }
         "gs" => {
-            let mut builder = GoogleCloudStorageBuilder::from_env().with_url(url.as_str());
-            for (key, value) in options {
-                builder = builder.with_config(key.parse().map_err(invalid)?, value);
-            }
+            let builder = GoogleCloudStorageBuilder::from_env().with_url(url.as_str());
+            let builder = configured(
+                builder,
+                options,
+                GoogleCloudStorageBuilder::with_config,
+                invalid,
+            )?;
             Arc::new(builder.build().map_err(invalid)?)
         }
         "az" | "adl" | "azure" | "abfs" | "abfss" => {
-            let mut builder = MicrosoftAzureBuilder::from_env().with_url(url.as_str());
-            for (key, value) in options {
-                builder = builder.with_config(key.parse().map_err(invalid)?, value);
-            }
+            let builder = MicrosoftAzureBuilder::from_env().with_url(url.as_str());
+            let builder = configured(
+                builder,
+                options,
+                MicrosoftAzureBuilder::with_config,
+                invalid,
+            )?;
             Arc::new(builder.build().map_err(invalid)?)
         }
         "http" | "https" => {
             let base = &url[..url::Position::AfterPort];
-            let mut builder = HttpBuilder::new().with_url(base).with_config(
+            let builder = HttpBuilder::new().with_url(base).with_config(
                 ClientConfigKey::AllowHttp,
                 (url.scheme() == "http").to_string(),
             );
-            for (key, value) in options {
-                builder = builder.with_config(key.parse().map_err(invalid)?, value);
-            }
+            let builder = configured(builder, options, HttpBuilder::with_config, invalid)?;
             Arc::new(builder.build().map_err(invalid)?)
         }
         other => {
@@ -92,4 +94,20 @@ fn real_store_for(url: &Url, options: &StorageOptions) -> PyResult<Option<Arc<dy
         }
     };
     Ok(Some(store))
+}
+
+/// `builder` with every option set through `set`, keys parsed as the
+/// builder's own (`aws_endpoint`, `google_service_account`, …).
+fn configured<B, K>(
+    builder: B,
+    options: &StorageOptions,
+    set: fn(B, K, String) -> B,
+    invalid: impl Fn(object_store::Error) -> pyo3::PyErr,
+) -> PyResult<B>
+where
+    K: std::str::FromStr<Err = object_store::Error>,
+{
+    options.iter().try_fold(builder, |builder, (key, value)| {
+        Ok(set(builder, key.parse().map_err(&invalid)?, value.clone()))
+    })
 }

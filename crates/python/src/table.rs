@@ -7,7 +7,6 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use datafusion::datasource::listing::ListingTableUrl;
-use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::prelude::SessionConfig;
 use datafusion_ffi::proto::logical_extension_codec::FFI_LogicalExtensionCodec;
 use datafusion_ffi::table_provider::FFI_TableProvider;
@@ -18,10 +17,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict, PyList, PyString};
 use url::Url;
 
-use crate::DATAFUSION_MAJOR;
 use crate::environment::environment;
 use crate::errors::to_py;
-use crate::provider::HostedTable;
+use crate::provider::{HostedTable, session_state};
 use crate::settings::{settings, with_settings};
 use crate::stores::{StorageOptions, store_for};
 
@@ -93,11 +91,7 @@ impl ParquetTable {
         let runtime = environment
             .runtime_for(store.map(|store| (&store_url, store)))
             .map_err(to_py)?;
-        let state = SessionStateBuilder::new()
-            .with_config(SessionConfig::new().with_option_extension(options.clone()))
-            .with_runtime_env(Arc::clone(&runtime))
-            .with_default_features()
-            .build();
+        let state = session_state(SessionConfig::new(), options, &runtime);
         let builder =
             PrefetchingParquetTable::builder(url.clone()).with_file_extension(file_extension);
         // Listing and schema inference read the store: on our runtime, with
@@ -187,23 +181,10 @@ fn host_codec(session: &Bound<'_, PyAny>) -> PyResult<FFI_LogicalExtensionCodec>
 }
 
 /// Refuse a datafusion-python of another major: the FFI structs differ and a
-/// mismatch crashes instead of failing.
+/// mismatch crashes instead of failing. The package's own check, which also
+/// runs at import, so that there is one.
 fn check_datafusion_major(py: Python<'_>) -> PyResult<()> {
-    let version: String = py
-        .import("importlib.metadata")?
-        .call_method1("version", ("datafusion",))?
-        .extract()?;
-    let major = version
-        .split('.')
-        .next()
-        .and_then(|m| m.parse::<u64>().ok());
-    if major == Some(DATAFUSION_MAJOR) {
-        Ok(())
-    } else {
-        Err(PyRuntimeError::new_err(format!(
-            "datafusion_prefetch is built for datafusion {DATAFUSION_MAJOR}.x but datafusion \
-             {version} is installed; install datafusion>={DATAFUSION_MAJOR},<{}",
-            DATAFUSION_MAJOR + 1
-        )))
-    }
+    py.import("datafusion_prefetch")?
+        .call_method0("_check_datafusion")?;
+    Ok(())
 }

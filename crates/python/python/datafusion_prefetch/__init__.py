@@ -30,7 +30,7 @@ def _check_datafusion() -> None:
     major = version.split(".")[0]
     if major != str(_DATAFUSION_MAJOR):
         raise ImportError(
-            f"datafusion_prefetch is built for datafusion {_DATAFUSION_MAJOR}.x, but "
+            f"datafusion_prefetch is built for datafusion {_DATAFUSION_MAJOR}.x but "
             f"datafusion {version} is installed; a table from another major would crash "
             f"the process. pip install 'datafusion>={_DATAFUSION_MAJOR},<{_DATAFUSION_MAJOR + 1}'"
         )
