@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The Python engines of `prefetch-bench --suite peers`: Polars, DuckDB, PyArrow.
+"""The Python engines of `prefetch-bench --suite peers`: Polars, DuckDB, PyArrow,
+and datafusion-python, stock and with this project's wheel.
 
 prefetch-bench starts this script once per measured run, so every run is a
 fresh process whose peak RSS is its own:
@@ -12,7 +13,7 @@ fresh process whose peak RSS is its own:
     peers.py run --engine ENGINE --store STORE --endpoint http://127.0.0.1:PORT \
                  --bucket B --table NAME=PREFIX [--table ...] [--file NAME=KEY ...] \
                  --query NAME --sql SQL --access-key K --secret-key S --region R \
-                 --account A --account-key AK
+                 --account A --account-key AK [--partitions N] [--setting K=V ...]
         Runs one query, reading `PREFIX*.parquet` of bucket B for each table
         through the engine's own client for STORE (s3, gcs, azure or http;
         `--endpoint` is the server's, or the proxy's in front of it), and
@@ -32,6 +33,14 @@ fresh process whose peak RSS is its own:
                  extension (connection string); PyArrow AzureFileSystem.
           http   Polars and DuckDB read the file URLs given by --file (HTTP has
                  no listing they use); PyArrow has no HTTP filesystem.
+        datafusion-python (stock) registers the store's object_store client
+        (datafusion.object_store) and `register_parquet`s each table;
+        datafusion-python-prefetch registers a `datafusion_prefetch.ParquetTable`
+        per table, its store from the same storage_options as Polars'. Both
+        run the DataFusion dialect of the query (--sql is the Rust side's),
+        on --partitions target partitions; the prefetching one takes the
+        --setting prefetch.* values (SET through PrefetchConfig;
+        memory_limit through set_memory_limit) as the Rust side's does.
 
 The checksum is engine-independent and matches the Rust side
 (`peers::canonical_checksum`): every value as text (numbers as floats to five
@@ -53,7 +62,7 @@ import resource
 import sys
 import time
 
-ENGINES = ["polars", "duckdb", "pyarrow"]
+ENGINES = ["polars", "duckdb", "pyarrow", "datafusion-python", "datafusion-python-prefetch"]
 STORES = ["s3", "gcs", "azure", "http"]
 
 
@@ -144,7 +153,7 @@ def probe(store):
                     f"{name} (duckdb-extension-{name})" for name in duckdb_extensions(store)
                 )
                 version = f"{duckdb.__version__} + {extensions}"
-            else:
+            elif engine == "pyarrow":
                 import pyarrow
                 import pyarrow.dataset  # noqa: F401
                 import pyarrow.fs
@@ -153,9 +162,26 @@ def probe(store):
                 if filesystem and not hasattr(pyarrow.fs, filesystem):
                     raise RuntimeError(f"this pyarrow has no pyarrow.fs.{filesystem}")
                 version = pyarrow.__version__
+            elif engine == "datafusion-python":
+                import datafusion
+
+                version = datafusion.__version__
+            else:
+                import datafusion
+                import datafusion_prefetch
+
+                # A debug wheel is several times slower: say which this is.
+                profile = getattr(datafusion_prefetch._internal, "BUILD_PROFILE", "unknown")
+                version = (
+                    f"{datafusion_prefetch.__version__} ({profile} wheel) "
+                    f"on datafusion {datafusion.__version__}"
+                )
             report[engine] = {"ok": True, "version": version}
         except Exception as e:  # noqa: BLE001 - any failure means: skip the engine
-            report[engine] = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+            error = f"{type(e).__name__}: {e}"
+            if isinstance(e, ImportError) and engine == "datafusion-python-prefetch":
+                error += " (bash benches/peers/setup.sh --wheel builds and installs it)"
+            report[engine] = {"ok": False, "error": error}
     return report
 
 
@@ -187,9 +213,9 @@ def table_sources(args, tables, scheme):
     return sources
 
 
-def run_polars(args, tables):
-    import polars as pl
-
+def object_store_options(args):
+    """The store's scheme and object_store's storage options for it (Polars'
+    and datafusion_prefetch's, both object_store clients)."""
     if args.store == "s3":
         scheme, options = "s3", {
             "aws_access_key_id": args.access_key,
@@ -219,6 +245,13 @@ def run_polars(args, tables):
         }
     else:
         scheme, options = "http", None
+    return scheme, options
+
+
+def run_polars(args, tables):
+    import polars as pl
+
+    scheme, options = object_store_options(args)
     started = time.perf_counter()
     frames = {
         name: pl.scan_parquet(source, storage_options=options)
@@ -249,6 +282,85 @@ def run_duckdb(args, tables):
     for name, source in table_sources(args, tables, scheme).items():
         con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({source!r})")
     rows = con.execute(args.sql).fetchall()
+    return started, rows
+
+
+def datafusion_python_store(args):
+    """datafusion-python's own object_store client for the store, and the
+    scheme and host it is registered under (the URL is their concatenation:
+    scheme://bucket, or for HTTP the server's root)."""
+    from datafusion import object_store
+
+    if args.store == "s3":
+        store = object_store.AmazonS3(
+            bucket_name=args.bucket,
+            region=args.region,
+            access_key_id=args.access_key,
+            secret_access_key=args.secret_key,
+            endpoint=args.endpoint,
+            allow_http=True,
+        )
+        return store, "s3://", args.bucket
+    if args.store == "gcs":
+        # Its only option is a service-account file: the same key Polars is
+        # given inline (base URL, OAuth off), written to a file.
+        import tempfile
+
+        _, options = object_store_options(args)
+        key = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+        with key:
+            key.write(options["google_service_account_key"])
+        store = object_store.GoogleCloud(args.bucket, service_account_path=key.name)
+        os.unlink(key.name)
+        return store, "gs://", args.bucket
+    if args.store == "azure":
+        # Its emulator mode (Azurite's well-known account and key) reads the
+        # endpoint from AZURITE_BLOB_STORAGE_URL.
+        os.environ["AZURITE_BLOB_STORAGE_URL"] = args.endpoint.rstrip("/")
+        store = object_store.MicrosoftAzure(args.bucket, use_emulator=True, allow_http=True)
+        return store, "az://", args.bucket
+    return object_store.Http(args.endpoint), "http://", host_port(args.endpoint)
+
+
+def table_urls(args, tables):
+    """Each table's folder as a DataFusion table URL."""
+    if args.store == "http":
+        root = f"{args.endpoint.rstrip('/')}/{args.bucket}"
+    else:
+        scheme = {"s3": "s3", "gcs": "gs", "azure": "az"}[args.store]
+        root = f"{scheme}://{args.bucket}"
+    return {name: f"{root}/{prefix}" for name, prefix in tables}
+
+
+def run_datafusion_python(args, tables, prefetch):
+    from datafusion import SessionConfig, SessionContext
+
+    config = SessionConfig().with_target_partitions(args.partitions)
+    settings = [tuple(s.split("=", 1)) for s in args.setting or []]
+    if prefetch:
+        import datafusion_prefetch as dp
+
+        ctx = SessionContext(config.with_extension(dp.PrefetchConfig()))
+        for key, value in settings:
+            if key == "memory_limit":
+                dp.set_memory_limit(value)
+            else:
+                ctx.sql(f"SET prefetch.{key} = '{value}'")
+        _, options = object_store_options(args)
+    else:
+        ctx = SessionContext(config)
+        store, scheme, host = datafusion_python_store(args)
+    started = time.perf_counter()
+    if not prefetch:
+        ctx.register_object_store(scheme, store, host)
+    for name, url in table_urls(args, tables).items():
+        if prefetch:
+            ctx.register_table(name, dp.ParquetTable(url, storage_options=options))
+        else:
+            ctx.register_parquet(name, url)
+    table = ctx.sql(args.sql).to_arrow_table()
+    # By position: a dict per row would merge columns of the same name.
+    rows = list(zip(*(column.to_pylist() for column in table.columns)))
     return started, rows
 
 
@@ -426,7 +538,13 @@ def run_pyarrow(args, tables):
 
 def run(args):
     tables = [tuple(t.split("=", 1)) for t in args.table]
-    engine = {"polars": run_polars, "duckdb": run_duckdb, "pyarrow": run_pyarrow}[args.engine]
+    engine = {
+        "polars": run_polars,
+        "duckdb": run_duckdb,
+        "pyarrow": run_pyarrow,
+        "datafusion-python": lambda a, t: run_datafusion_python(a, t, prefetch=False),
+        "datafusion-python-prefetch": lambda a, t: run_datafusion_python(a, t, prefetch=True),
+    }[args.engine]
     started, rows = engine(args, tables)
     wall_ms = (time.perf_counter() - started) * 1e3
     count, checksum = canonical_checksum(rows)
@@ -472,6 +590,8 @@ def main():
     r.add_argument("--region", default="")
     r.add_argument("--account", default="")
     r.add_argument("--account-key", default="")
+    r.add_argument("--partitions", type=int, default=os.cpu_count() or 1)
+    r.add_argument("--setting", action="append", help="K=V: a prefetch.* setting")
     args = parser.parse_args()
     if args.command == "probe":
         print(json.dumps(probe(args.store)))

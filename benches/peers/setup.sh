@@ -2,11 +2,15 @@
 # Set up the other engines of `prefetch-bench --suite peers`: a Python virtual
 # environment outside the clone (/var/tmp/dfprefetch-peers-venv by default,
 # or $DFPREFETCH_PEERS_VENV) with pinned Polars, DuckDB and its httpfs and
-# azure extensions (from PyPI: they load offline), and PyArrow.
+# azure extensions (from PyPI: they load offline), PyArrow and
+# datafusion-python, and this project's wheel for datafusion-python.
 #
 #   bash benches/peers/setup.sh            # the venv (seconds when warm)
 #   bash benches/peers/setup.sh --server   # also an optimised S3 server build
 #                                          # for benchmarking (a few minutes cold)
+#   bash benches/peers/setup.sh --wheel    # also build (maturin, release) and
+#                                          # install the datafusion_prefetch
+#                                          # wheel (~30 minutes cold)
 #
 # Idempotent. Each engine is installed on its own: one that cannot be
 # installed is reported here and skipped by the suite (which says why); this
@@ -24,9 +28,19 @@ ENGINES=(
   "duckdb==1.5.5 duckdb-extension-httpfs==1.5.5"
   "duckdb==1.5.5 duckdb-extension-azure==1.5.5"
   "pyarrow==26.0.1"
+  "datafusion==55.0.0"
 )
 
-if [[ "${1:-}" == "--server" ]]; then
+server=false wheel=false
+for arg in "$@"; do
+  case "$arg" in
+    --server) server=true ;;
+    --wheel) wheel=true ;;
+    *) echo "setup.sh: unknown option $arg (--server, --wheel)" >&2; exit 2 ;;
+  esac
+done
+
+if $server; then
   bash crates/s3-server/install.sh --release >/dev/null || echo "setup.sh: the optimised S3 server did not install; the suite uses the debug build" >&2
 fi
 
@@ -57,6 +71,27 @@ PY
     status=1
   fi
 done
+# The wheel of crates/python, optimised, beside datafusion-python (its own
+# requirement, datafusion>=55,<56, is what the pins install).
+if $wheel; then
+  if "$VENV/bin/python" -m pip install -q --disable-pip-version-check "maturin>=1.9,<2"; then
+    wheels=$(mktemp -d)
+    if (cd crates/python \
+        && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/dfprefetch-target}" \
+           "$VENV/bin/maturin" build --release --locked --quiet --out "$wheels") \
+       && "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+            --force-reinstall --no-deps "$wheels"/datafusion_prefetch-*.whl; then
+      echo "setup.sh: installed $(basename "$wheels"/datafusion_prefetch-*.whl) into $VENV" >&2
+    else
+      echo "setup.sh: the datafusion_prefetch wheel did not build or install; the suite skips datafusion-python + prefetch" >&2
+      status=1
+    fi
+    rm -rf "$wheels"
+  else
+    echo "setup.sh: could not install maturin; the suite skips datafusion-python + prefetch" >&2
+    status=1
+  fi
+fi
 "$VENV/bin/python" benches/peers/peers.py probe
 if [[ $status != 0 ]]; then
   echo "setup.sh: some engines are missing (see above)" >&2

@@ -7,10 +7,12 @@
 //!
 //! Engines: DataFusion `off` (stock), DataFusion under this project's default
 //! policy (object_store's client for the store), Polars (`scan_parquet`, its
-//! object_store client), DuckDB (its httpfs and azure extensions from PyPI)
-//! and PyArrow datasets (`S3FileSystem` / `GcsFileSystem` /
-//! `AzureFileSystem`, `pre_buffer`). An engine that has no client for a store
-//! is reported as impossible on that wire, with the reason
+//! object_store client), DuckDB (its httpfs and azure extensions from PyPI),
+//! PyArrow datasets (`S3FileSystem` / `GcsFileSystem` / `AzureFileSystem`,
+//! `pre_buffer`), and datafusion-python 55, stock (`register_parquet` over
+//! its `datafusion.object_store` client) and with this project's wheel
+//! (`datafusion_prefetch.ParquetTable`). An engine that has no client for a
+//! store is reported as impossible on that wire, with the reason
 //! ([`impossible`]). Every run is its own
 //! process — DataFusion's a re-run of this binary (`prefetch-bench
 //! peer-worker …`), the others `benches/peers/peers.py run …` in the venv of
@@ -83,17 +85,39 @@ impl Engine {
         if PrefetchPolicy::default() != PrefetchPolicy::Off {
             engines.push(Engine::DataFusion(PrefetchPolicy::default()));
         }
-        engines.extend(["polars", "duckdb", "pyarrow"].map(Engine::Python));
+        engines.extend(PYTHON_ENGINES.map(Engine::Python));
         engines
     }
 
     fn name(self) -> String {
         match self {
             Engine::DataFusion(policy) => format!("datafusion {policy}"),
+            Engine::Python(DATAFUSION_PYTHON_PREFETCH) => "datafusion-python + prefetch".into(),
             Engine::Python(name) => name.to_string(),
         }
     }
+
+    /// Whether it runs DataFusion's SQL dialect (the query's `sql`, not its
+    /// `portable_sql`).
+    fn speaks_datafusion_sql(self) -> bool {
+        match self {
+            Engine::DataFusion(_) => true,
+            Engine::Python(name) => name.starts_with("datafusion-python"),
+        }
+    }
 }
+
+/// The engines `benches/peers/peers.py` runs, by its names for them.
+const PYTHON_ENGINES: [&str; 5] = [
+    "polars",
+    "duckdb",
+    "pyarrow",
+    "datafusion-python",
+    DATAFUSION_PYTHON_PREFETCH,
+];
+
+/// datafusion-python with this project's wheel.
+const DATAFUSION_PYTHON_PREFETCH: &str = "datafusion-python-prefetch";
 
 /// What one engine process reported, and what the proxy counted.
 #[derive(Debug, Clone, Serialize)]
@@ -178,7 +202,7 @@ fn probe_python(
     config: &PeersConfig,
     script: &Path,
 ) -> Vec<(&'static str, Result<String, String>)> {
-    let names = ["polars", "duckdb", "pyarrow"];
+    let names = PYTHON_ENGINES;
     let missing = |why: String| names.iter().map(|n| (*n, Err(why.clone()))).collect();
     if !config.python.is_file() {
         return missing(format!(
@@ -533,17 +557,24 @@ pub async fn run(config: PeersConfig) -> Result<bool, Box<dyn std::error::Error>
     for (name, probe) in probe_python(&config, &script) {
         if let Some(why) = impossible(name, config.wire) {
             eprintln!("IMPOSSIBLE {name} on {}: {why}", config.wire.name());
-            impossible_here.push((name.to_string(), why.to_string()));
+            impossible_here.push((Engine::Python(name).name(), why.to_string()));
             continue;
         }
         match probe {
             Ok(version) => {
                 eprintln!("{name}: {version}");
+                if version.contains("(debug wheel)") {
+                    eprintln!(
+                        "note: a debug build of the datafusion-prefetch wheel; \
+                         `bash benches/peers/setup.sh --wheel` installs an optimised one \
+                         for measurements"
+                    );
+                }
                 engines.push(Engine::Python(name));
             }
             Err(why) => {
                 eprintln!("SKIPPED {name}: {why}");
-                skipped.push((name.to_string(), why));
+                skipped.push((Engine::Python(name).name(), why));
             }
         }
     }
@@ -592,6 +623,11 @@ pub async fn run(config: PeersConfig) -> Result<bool, Box<dyn std::error::Error>
                         c
                     }
                     Engine::Python(name) => {
+                        let sql = if engine.speaks_datafusion_sql() {
+                            &query.sql
+                        } else {
+                            &query.portable_sql
+                        };
                         let mut c = Command::new(&config.python);
                         c.arg(&script)
                             .arg("run")
@@ -600,7 +636,8 @@ pub async fn run(config: PeersConfig) -> Result<bool, Box<dyn std::error::Error>
                             .args(["--endpoint", &proxy.endpoint()])
                             .args(["--bucket", BUCKET])
                             .args(["--query", &query.name])
-                            .args(["--sql", &query.portable_sql])
+                            .args(["--sql", sql])
+                            .args(["--partitions", &config.partitions.to_string()])
                             .args(["--access-key", ACCESS_KEY])
                             .args(["--secret-key", SECRET_KEY])
                             .args(["--region", REGION])
@@ -608,6 +645,11 @@ pub async fn run(config: PeersConfig) -> Result<bool, Box<dyn std::error::Error>
                             .args(["--account-key", azure::ACCOUNT_KEY]);
                         for t in &tables {
                             c.args(["--table", t]);
+                        }
+                        if *name == DATAFUSION_PYTHON_PREFETCH {
+                            for (k, v) in &config.settings {
+                                c.args(["--setting", &format!("{k}={v}")]);
+                            }
                         }
                         // Only HTTP has no listing for them.
                         for (table, key) in files.iter().filter(|_| config.wire == Store::Http) {

@@ -78,12 +78,18 @@ impl Store {
 }
 
 /// Why `engine` cannot run on `store`'s wire, if it cannot: no client of its
-/// own for that store. Reported like an engine that is not installed.
+/// own for that store, or one that cannot reach the local server. Reported
+/// like an engine that is not installed.
 pub fn impossible(engine: &str, store: Store) -> Option<&'static str> {
     match (engine, store) {
         ("pyarrow", Store::Http) => Some(
             "PyArrow has no HTTP filesystem (pyarrow.fs has S3, GCS, Azure, HDFS and local ones); \
              fsspec's HTTPFileSystem would race fsspec's aiohttp client, not PyArrow's",
+        ),
+        ("datafusion-python", Store::Http) => Some(
+            "datafusion.object_store.Http(url) takes no client options, so object_store's \
+             HTTP client keeps allow_http off and refuses the local server's plain http:// \
+             (`HTTP error: builder error`); with this project's wheel it runs",
         ),
         _ => None,
     }
@@ -247,10 +253,11 @@ mod tests {
     }
 
     #[test]
-    fn only_pyarrow_over_http_is_impossible() {
+    fn only_pyarrow_and_stock_datafusion_python_over_http_are_impossible() {
         for store in [Store::S3, Store::Gcs, Store::Azure, Store::Http] {
-            for engine in ["polars", "duckdb", "pyarrow"] {
-                let expected = engine == "pyarrow" && store == Store::Http;
+            for engine in super::super::PYTHON_ENGINES {
+                let expected =
+                    ["pyarrow", "datafusion-python"].contains(&engine) && store == Store::Http;
                 assert_eq!(
                     impossible(engine, store).is_some(),
                     expected,

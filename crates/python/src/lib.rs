@@ -36,5 +36,12 @@ fn _internal(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(environment::governor_stats, module)?)?;
     module.add("DATAFUSION_MAJOR", DATAFUSION_MAJOR)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // Benchmarks report it: a debug wheel is several times slower.
+    let profile = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
+    module.add("BUILD_PROFILE", profile)?;
     Ok(())
 }
