@@ -235,7 +235,13 @@ struct Suite {
 }
 
 fn discover_suites(filters: &[String]) -> Result<Vec<Suite>, BoxError> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("suites");
+    // cargo test sets CARGO_MANIFEST_DIR for the run too: the checkout being
+    // tested, where the compile-time value names whichever checkout built
+    // the binary (one target folder serves several clones, and cargo does
+    // not rebuild when only the checkout moved).
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    let dir = manifest_dir.join("suites");
     let mut suites = vec![];
     for entry in std::fs::read_dir(&dir)? {
         let path = entry?.path();
