@@ -94,8 +94,16 @@ struct Args {
     connections: Option<usize>,
     /// Seed of the store's latency draws (`s3`): each run's store draws the
     /// same delays in the order its requests arrive (default: the store's).
+    /// With --latency-seeds N, the first of N consecutive seeds.
     #[arg(long)]
     latency_seed: Option<u64>,
+    /// Latency draws to average over (`s3`): every iteration runs every
+    /// policy once per seed, and a query's figure is the mean over the seeds
+    /// of its median over iterations, so that one unlucky draw does not move
+    /// a comparison. Default: 3 for tpch with a latency model that draws, 1
+    /// otherwise (a fixed latency draws nothing).
+    #[arg(long)]
+    latency_seeds: Option<usize>,
     /// Scan partitions (`datafusion.execution.target_partitions`); default 1,
     /// or the number of cores for peers (the other engines use every core).
     #[arg(long)]
@@ -202,6 +210,21 @@ fn store_config(args: &Args) -> Result<(SimulatedStoreConfig, Duration), String>
     }
     // The floor's round trips: the least the model ever draws.
     Ok((config, model.minimum()))
+}
+
+/// The seeds of the store's latency draws the measured runs use: `n`
+/// consecutive ones from `--latency-seed` (or the store's), `n` from
+/// `--latency-seeds`, by default 3 for `tpch` under a model that draws and 1
+/// otherwise.
+fn latency_seeds(args: &Args, store: &SimulatedStoreConfig) -> Result<Vec<u64>, String> {
+    let draws = matches!(store.latency, LatencyModel::S3 | LatencyModel::S3List);
+    let n = match args.latency_seeds {
+        Some(0) => return Err("--latency-seeds: at least 1".into()),
+        Some(n) => n,
+        None if draws && args.suite == "tpch" => 3,
+        None => 1,
+    };
+    Ok((0..n as u64).map(|k| store.seed.wrapping_add(k)).collect())
 }
 
 #[tokio::main]
@@ -451,7 +474,13 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
     let with_floor = !matches!(store.latency, LatencyModel::None) && cluster.is_none();
     let queries = suite.queries.len() as u64;
     let policy_count = policies.len() as u64;
-    let runs = queries * policy_count * (args.iterations as u64 + if with_floor { 2 } else { 0 })
+    let seeds = latency_seeds(&args, &store)?;
+    if seeds.len() > 1 {
+        eprintln!("latency seeds: {seeds:?} (each iteration runs every policy once per seed)");
+    }
+    let runs = queries
+        * policy_count
+        * ((args.iterations * seeds.len()) as u64 + if with_floor { 2 } else { 0 })
         + if args.plot.is_some() {
             policy_count - 1
         } else {
@@ -512,19 +541,29 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
         if iteration % 2 == 1 {
             order.reverse();
         }
-        for policy in &order {
-            for query in &suite.queries {
-                if report.is_skipped(&query.name) {
-                    progress.0.inc(1);
-                    continue;
-                }
-                progress.start(&suite, query, policy, &format!(" (iteration {iteration})"));
-                let run = (&suite, query, policy.as_str());
-                if let Some(m) =
-                    run_or_skip(&mut report, &progress, run, iteration, &config).await?
-                {
-                    progress.println(run_line(&m));
-                    report.add(m);
+        for &seed in &seeds {
+            let config = RunConfig {
+                store: config.store.with_seed(seed),
+                ..config.clone()
+            };
+            for policy in &order {
+                for query in &suite.queries {
+                    if report.is_skipped(&query.name) {
+                        progress.0.inc(1);
+                        continue;
+                    }
+                    let what = match seeds.len() {
+                        1 => format!(" (iteration {iteration})"),
+                        _ => format!(" (iteration {iteration}, seed {seed})"),
+                    };
+                    progress.start(&suite, query, policy, &what);
+                    let run = (&suite, query, policy.as_str());
+                    if let Some(m) =
+                        run_or_skip(&mut report, &progress, run, iteration, &config).await?
+                    {
+                        progress.println(run_line(&m));
+                        report.add(m);
+                    }
                 }
             }
         }
@@ -573,4 +612,58 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
     }
     drop(cluster);
     Ok(all_match && below_floor.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seeds(flags: &[&str]) -> Result<Vec<u64>, String> {
+        let args = Args::parse_from([&["prefetch-bench"], flags].concat());
+        let (store, _) = store_config(&args)?;
+        latency_seeds(&args, &store)
+    }
+
+    #[test]
+    fn tpch_at_s3_latency_averages_three_seeds_by_default() {
+        let s3 = ["--suite", "tpch", "--latency", "s3"];
+        let default_seed = SimulatedStoreConfig::s3().seed;
+        let expected: Vec<u64> = (0..3).map(|k| default_seed.wrapping_add(k)).collect();
+        assert_eq!(seeds(&s3).unwrap(), expected);
+        assert_eq!(
+            seeds(&[&s3[..], &["--latency-seed", "10"]].concat()).unwrap(),
+            vec![10, 11, 12]
+        );
+        assert_eq!(
+            seeds(&[&s3[..], &["--latency-seeds", "1", "--latency-seed", "5"]].concat()).unwrap(),
+            vec![5]
+        );
+        // A fixed latency draws nothing; other suites keep one seed unless asked.
+        assert_eq!(
+            seeds(&["--suite", "tpch", "--latency", "fixed:50"])
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(
+            seeds(&["--suite", "clickbench", "--latency", "s3"])
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(
+            seeds(&[
+                "--suite",
+                "clickbench",
+                "--latency",
+                "s3",
+                "--latency-seeds",
+                "2"
+            ])
+            .unwrap()
+            .len(),
+            2
+        );
+        assert!(seeds(&[&s3[..], &["--latency-seeds", "0"]].concat()).is_err());
+    }
 }

@@ -76,6 +76,8 @@ pub struct Measurement {
     pub policy: String,
     pub iteration: usize,
     pub latency: String,
+    /// The seed of the store's latency draws for this run.
+    pub latency_seed: u64,
     pub partitions: usize,
     pub wall_ms: f64,
     pub ttfb_ms: f64,
@@ -208,6 +210,7 @@ pub async fn measure(
         policy: policy.to_string(),
         iteration,
         latency: config.latency_label.clone(),
+        latency_seed: config.store.seed,
         partitions: config.partitions,
         wall_ms: wall.as_secs_f64() * 1e3,
         ttfb_ms: ttfb.unwrap_or(wall).as_secs_f64() * 1e3,
