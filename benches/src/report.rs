@@ -41,9 +41,11 @@ struct PolicySummary {
     peak_staged_bytes: u64,
     /// Summed over the policy's measurements: must be 0.
     staged_over_held_violations: u64,
-    /// Summed over the policy's measurements, beside the data bytes its
-    /// scans fetched: what keeping ranges costs in copies.
+    /// Over one pass of the queries (each query's median, averaged over
+    /// latency seeds, added up), beside the data bytes its scans fetched:
+    /// what keeping ranges costs in copies.
     bytes_copied: u64,
+    /// Over one pass of the queries, as `bytes_copied`.
     scan_bytes_fetched: u64,
     memory_budget: u64,
 }
@@ -343,6 +345,15 @@ impl Report {
                 let total_wall_ms = total(&policy);
                 let of_policy = || self.measurements.iter().filter(|m| m.policy == policy);
                 let sum = |field: fn(&Measurement) -> u64| of_policy().map(field).sum();
+                // Bytes of one pass over the queries (each query's figure as
+                // its wall time's), not of every run added up.
+                let per_pass = |field: fn(&Measurement) -> u64| -> u64 {
+                    queries
+                        .iter()
+                        .map(|q| self.median_of(q, &policy, |m| field(m) as f64))
+                        .sum::<f64>()
+                        .round() as u64
+                };
                 PolicySummary {
                     suite: self.suite.name.to_string(),
                     latency: self.config.latency_label.clone(),
@@ -352,8 +363,8 @@ impl Report {
                     wall_over_floor: total_wall_ms / floor,
                     peak_staged_bytes: of_policy().map(|m| m.peak_staged_bytes).max().unwrap_or(0),
                     staged_over_held_violations: sum(|m| m.staged_over_held_violations),
-                    bytes_copied: sum(|m| m.bytes_copied),
-                    scan_bytes_fetched: sum(|m| m.scan_bytes_fetched),
+                    bytes_copied: per_pass(|m| m.bytes_copied),
+                    scan_bytes_fetched: per_pass(|m| m.scan_bytes_fetched),
                     memory_budget: self.budget,
                     total_wall_ms,
                     policy,
