@@ -135,6 +135,52 @@ fn auto_merges_and_splits_requests_by_what_it_measured() {
 }
 
 #[test]
+fn auto_splits_a_column_read_only_when_one_connection_would_take_longer_than_a_round_trip() {
+    // Column chunks 2 MiB apart (beyond any merge gap), as a row group of a
+    // wide table reads them: each is one request unless its transfer on one
+    // connection takes longer than a round trip and it is larger than a piece.
+    let chunks = [
+        0..3 * MIB,                 // 30 ms at 100 MiB/s: one request
+        5 * MIB..5 * MIB + 200_000, // one request
+        8 * MIB..28 * MIB,          // 200 ms: split
+    ];
+    let check = |core: &mut ScanCore, rtt_ms: f64| {
+        let plan = core.request_plan(&chunks).unwrap();
+        // The two small chunks whole, the 20 MiB one in 3 pieces of ~6.7 MiB
+        // (at most 8 MiB each), each still longer than a round trip to send.
+        assert_eq!(&plan.requests[..2], &chunks[..2], "{plan:?}");
+        assert_eq!(plan.requests.len(), 5, "{plan:?}");
+        assert_eq!((plan.split, plan.merged), (2, 0), "{plan:?}");
+        for piece in &plan.requests[2..] {
+            let transfer_ms = (piece.end - piece.start) as f64 / (100.0 * MIB as f64) * 1e3;
+            assert!(transfer_ms > rtt_ms, "{piece:?}: {plan:?}");
+        }
+    };
+    // Measured: 32 ms round trips, 100 MiB/s per connection.
+    let mut measured = auto_core(1, 64 * MIB, None);
+    for bytes in [4096, 8 * MIB, 4096, 16 * MIB] {
+        let took = Duration::from_millis(32)
+            + Duration::from_secs_f64(bytes as f64 / (100.0 * MIB as f64));
+        measured.observe_request(bytes, took);
+    }
+    check(&mut measured, 32.0);
+    // Nothing measured yet (the first wave of a fresh process): the defaults
+    // (30 ms, 100 MiB/s) decide the same.
+    check(&mut auto_core(1, 64 * MIB, None), 30.0);
+    // A fast connection (32 ms, 1 GiB/s): the 20 MiB chunk takes 20 ms to
+    // send, less than its round trip, so it is one request too.
+    let mut fast = auto_core(1, 64 * MIB, None);
+    for bytes in [4096, 64 * MIB, 4096, 128 * MIB] {
+        let took = Duration::from_millis(32)
+            + Duration::from_secs_f64(bytes as f64 / (1024.0 * MIB as f64));
+        fast.observe_request(bytes, took);
+    }
+    let plan = fast.request_plan(&chunks).unwrap();
+    assert_eq!(plan.requests, chunks.to_vec(), "{plan:?}");
+    assert_eq!(plan.split, 0);
+}
+
+#[test]
 fn auto_drops_a_slice_plan_made_before_the_store_measured_local() {
     // The file's footer is known while the store is still assumed remote: it
     // is planned in slices and its first slice fetched ahead.
