@@ -64,6 +64,8 @@ import time
 
 ENGINES = ["polars", "duckdb", "pyarrow", "datafusion-python", "datafusion-python-prefetch"]
 STORES = ["s3", "gcs", "azure", "http"]
+# Each store's URL scheme, as object_store, Polars, DuckDB and DataFusion spell it.
+SCHEMES = {"s3": "s3", "gcs": "gs", "azure": "az", "http": "http"}
 
 
 # --- the engine-independent checksum ---------------------------------------
@@ -198,11 +200,21 @@ def azure_endpoint(args):
     return f"{args.endpoint.rstrip('/')}/{args.account}"
 
 
-def table_sources(args, tables, scheme):
-    """Each table's files: a glob under `scheme://bucket/prefix`, or over HTTP
-    (no listing) the URLs of its --file keys."""
+def table_urls(args, tables):
+    """Each table's folder as a URL: scheme://bucket/prefix, or over HTTP
+    under the server's root."""
+    if args.store == "http":
+        root = f"{args.endpoint.rstrip('/')}/{args.bucket}"
+    else:
+        root = f"{SCHEMES[args.store]}://{args.bucket}"
+    return {name: f"{root}/{prefix}" for name, prefix in tables}
+
+
+def table_sources(args, tables):
+    """Each table's files: a glob under its folder's URL, or over HTTP (no
+    listing) the URLs of its --file keys."""
     if args.store != "http":
-        return {name: f"{scheme}://{args.bucket}/{prefix}*.parquet" for name, prefix in tables}
+        return {name: f"{url}*.parquet" for name, url in table_urls(args, tables).items()}
     files = [tuple(f.split("=", 1)) for f in args.file or []]
     sources = {}
     for name, _ in tables:
@@ -214,10 +226,10 @@ def table_sources(args, tables, scheme):
 
 
 def object_store_options(args):
-    """The store's scheme and object_store's storage options for it (Polars'
-    and datafusion_prefetch's, both object_store clients)."""
+    """object_store's storage options for the store (Polars' and
+    datafusion_prefetch's, both object_store clients); None over HTTP."""
     if args.store == "s3":
-        scheme, options = "s3", {
+        return {
             "aws_access_key_id": args.access_key,
             "aws_secret_access_key": args.secret_key,
             "aws_region": args.region,
@@ -225,7 +237,7 @@ def object_store_options(args):
             "aws_allow_http": "true",
             "aws_virtual_hosted_style_request": "false",
         }
-    elif args.store == "gcs":
+    if args.store == "gcs":
         # object_store's way to fake-gcs-server: a service-account key that
         # names the base URL and turns OAuth off.
         key = {
@@ -235,27 +247,25 @@ def object_store_options(args):
             "private_key": "",
             "private_key_id": "",
         }
-        scheme, options = "gs", {"google_service_account_key": json.dumps(key)}
-    elif args.store == "azure":
-        scheme, options = "az", {
+        return {"google_service_account_key": json.dumps(key)}
+    if args.store == "azure":
+        return {
             "azure_storage_account_name": args.account,
             "azure_storage_account_key": args.account_key,
             "azure_endpoint": azure_endpoint(args),
             "azure_allow_http": "true",
         }
-    else:
-        scheme, options = "http", None
-    return scheme, options
+    return None
 
 
 def run_polars(args, tables):
     import polars as pl
 
-    scheme, options = object_store_options(args)
+    options = object_store_options(args)
     started = time.perf_counter()
     frames = {
         name: pl.scan_parquet(source, storage_options=options)
-        for name, source in table_sources(args, tables, scheme).items()
+        for name, source in table_sources(args, tables).items()
     }
     rows = pl.SQLContext(frames=frames).execute(args.sql, eager=False).collect().rows()
     return started, rows
@@ -277,9 +287,8 @@ def run_duckdb(args, tables):
             f"""CREATE SECRET peers (TYPE azure, CONNECTION_STRING
                 'DefaultEndpointsProtocol=http;AccountName={args.account};AccountKey={args.account_key};BlobEndpoint={azure_endpoint(args)};')"""
         )
-    scheme = {"s3": "s3", "gcs": "gs", "azure": "az", "http": "http"}[args.store]
     started = time.perf_counter()
-    for name, source in table_sources(args, tables, scheme).items():
+    for name, source in table_sources(args, tables).items():
         con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({source!r})")
     rows = con.execute(args.sql).fetchall()
     return started, rows
@@ -287,8 +296,7 @@ def run_duckdb(args, tables):
 
 def datafusion_python_store(args):
     """datafusion-python's own object_store client for the store, and the
-    scheme and host it is registered under (the URL is their concatenation:
-    scheme://bucket, or for HTTP the server's root)."""
+    host it is registered under (the bucket, or for HTTP the server)."""
     from datafusion import object_store
 
     if args.store == "s3":
@@ -300,36 +308,26 @@ def datafusion_python_store(args):
             endpoint=args.endpoint,
             allow_http=True,
         )
-        return store, "s3://", args.bucket
+        return store, args.bucket
     if args.store == "gcs":
         # Its only option is a service-account file: the same key Polars is
         # given inline (base URL, OAuth off), written to a file.
         import tempfile
 
-        _, options = object_store_options(args)
+        options = object_store_options(args)
         key = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
         with key:
             key.write(options["google_service_account_key"])
         store = object_store.GoogleCloud(args.bucket, service_account_path=key.name)
         os.unlink(key.name)
-        return store, "gs://", args.bucket
+        return store, args.bucket
     if args.store == "azure":
         # Its emulator mode (Azurite's well-known account and key) reads the
         # endpoint from AZURITE_BLOB_STORAGE_URL.
         os.environ["AZURITE_BLOB_STORAGE_URL"] = args.endpoint.rstrip("/")
         store = object_store.MicrosoftAzure(args.bucket, use_emulator=True, allow_http=True)
-        return store, "az://", args.bucket
-    return object_store.Http(args.endpoint), "http://", host_port(args.endpoint)
-
-
-def table_urls(args, tables):
-    """Each table's folder as a DataFusion table URL."""
-    if args.store == "http":
-        root = f"{args.endpoint.rstrip('/')}/{args.bucket}"
-    else:
-        scheme = {"s3": "s3", "gcs": "gs", "azure": "az"}[args.store]
-        root = f"{scheme}://{args.bucket}"
-    return {name: f"{root}/{prefix}" for name, prefix in tables}
+        return store, args.bucket
+    return object_store.Http(args.endpoint), host_port(args.endpoint)
 
 
 def run_datafusion_python(args, tables, prefetch):
@@ -346,13 +344,14 @@ def run_datafusion_python(args, tables, prefetch):
                 dp.set_memory_limit(value)
             else:
                 ctx.sql(f"SET prefetch.{key} = '{value}'")
-        _, options = object_store_options(args)
+        options = object_store_options(args)
     else:
         ctx = SessionContext(config)
-        store, scheme, host = datafusion_python_store(args)
+        store, host = datafusion_python_store(args)
     started = time.perf_counter()
     if not prefetch:
-        ctx.register_object_store(scheme, store, host)
+        # datafusion-python registers it under scheme + host.
+        ctx.register_object_store(f"{SCHEMES[args.store]}://", store, host)
     for name, url in table_urls(args, tables).items():
         if prefetch:
             ctx.register_table(name, dp.ParquetTable(url, storage_options=options))

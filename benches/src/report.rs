@@ -331,12 +331,12 @@ impl Report {
 
     fn summaries(&self) -> Vec<PolicySummary> {
         let queries = self.queries();
-        let total = |policy: &str| -> f64 {
-            queries
-                .iter()
-                .map(|q| self.median_of(q, policy, |m| m.wall_ms))
-                .sum()
+        // One pass over the queries: each query's figure (median over
+        // iterations, averaged over seeds), added up.
+        let per_pass = |policy: &str, f: fn(&Measurement) -> f64| -> f64 {
+            queries.iter().map(|q| self.median_of(q, policy, f)).sum()
         };
+        let total = |policy: &str| per_pass(policy, |m| m.wall_ms);
         let off_total = total("off");
         let floor: f64 = queries.iter().map(|q| self.floor_ms(q)).sum();
         self.policies()
@@ -345,15 +345,6 @@ impl Report {
                 let total_wall_ms = total(&policy);
                 let of_policy = || self.measurements.iter().filter(|m| m.policy == policy);
                 let sum = |field: fn(&Measurement) -> u64| of_policy().map(field).sum();
-                // Bytes of one pass over the queries (each query's figure as
-                // its wall time's), not of every run added up.
-                let per_pass = |field: fn(&Measurement) -> u64| -> u64 {
-                    queries
-                        .iter()
-                        .map(|q| self.median_of(q, &policy, |m| field(m) as f64))
-                        .sum::<f64>()
-                        .round() as u64
-                };
                 PolicySummary {
                     suite: self.suite.name.to_string(),
                     latency: self.config.latency_label.clone(),
@@ -363,8 +354,9 @@ impl Report {
                     wall_over_floor: total_wall_ms / floor,
                     peak_staged_bytes: of_policy().map(|m| m.peak_staged_bytes).max().unwrap_or(0),
                     staged_over_held_violations: sum(|m| m.staged_over_held_violations),
-                    bytes_copied: per_pass(|m| m.bytes_copied),
-                    scan_bytes_fetched: per_pass(|m| m.scan_bytes_fetched),
+                    bytes_copied: per_pass(&policy, |m| m.bytes_copied as f64).round() as u64,
+                    scan_bytes_fetched: per_pass(&policy, |m| m.scan_bytes_fetched as f64).round()
+                        as u64,
                     memory_budget: self.budget,
                     total_wall_ms,
                     policy,
