@@ -140,6 +140,7 @@ fn layout(input: &mut Input) -> FileLayout {
         layout.row_counts = row_counts;
     }
     layout.scanned_row_groups = (0..row_groups).filter(|_| input.upto(3) != 0).collect();
+    layout.pruned_row_groups = (0..row_groups).filter(|_| input.upto(4) == 0).collect();
     layout.selections = (0..row_groups)
         .map(|_| {
             input.bool().then(|| {

@@ -122,6 +122,7 @@ pub(crate) fn layout_from_metadata(
         column_paths,
         row_groups,
         scanned_row_groups,
+        pruned_row_groups: vec![],
         column_roots,
         row_counts,
         selections,

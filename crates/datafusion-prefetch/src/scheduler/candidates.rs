@@ -126,9 +126,7 @@ impl ScanCore {
         }
         let backward = track.direction == Direction::Backward;
         let mut upcoming: Vec<usize> = layout
-            .scanned_row_groups
-            .iter()
-            .copied()
+            .expected_row_groups()
             .filter(|&rg| if backward { rg < cursor } else { rg > cursor })
             .collect();
         if backward {
@@ -138,7 +136,8 @@ impl ScanCore {
         self.chunks_of(file, layout, &upcoming, &columns, u64::MAX)
     }
 
-    /// The leading scanned row groups of a file the decoder has not started, for
+    /// The leading row groups of a file the decoder has not started (those its
+    /// statistics do not prune), for
     /// the columns this scan has been seen to read (before any decoder has
     /// read, for a file opened at its stream's start: the projected ones), up
     /// to `cap` bytes: the first row group, and the next ones while they fit,
@@ -160,7 +159,8 @@ impl ScanCore {
                 .filter_map(|p| layout.column_index(p))
                 .collect()
         };
-        self.chunks_of(file, layout, &layout.scanned_row_groups, &columns, cap)
+        let expected: Vec<usize> = layout.expected_row_groups().collect();
+        self.chunks_of(file, layout, &expected, &columns, cap)
     }
 
     /// The chunks of `columns` in `row_groups`, in that order, not yet
@@ -235,8 +235,18 @@ impl ScanCore {
         let mut seen = BTreeSet::new();
         let mut total = 0u64;
         let mut out = vec![];
+        let pruned = |row_group| {
+            state
+                .layout
+                .as_ref()
+                .is_some_and(|l| l.is_pruned(row_group))
+        };
         for slice in first..last {
             let row_group = plan.slices[slice].row_group;
+            // Its slices are opened, and pruned, without a read.
+            if pruned(row_group) {
+                continue;
+            }
             for piece in &plan.pieces[slice] {
                 let start = piece.bytes.start;
                 if !seen.insert(start) || slices.given_up.contains(&start) {

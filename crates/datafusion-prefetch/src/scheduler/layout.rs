@@ -32,6 +32,12 @@ pub struct FileLayout {
     /// Row groups this scan unit will decode, ascending: those whose first page
     /// lies in the unit's byte range and that its access plan does not skip.
     pub scanned_row_groups: Vec<usize>,
+    /// Scanned row groups whose statistics rule out every row the scan's
+    /// predicate could keep, ascending: DataFusion's opener prunes them
+    /// before it reads anything, so nothing of them is worth fetching ahead.
+    /// A prediction only: which row groups are decoded is still the opener's
+    /// decision (`scanned_row_groups` bounds what a slice plan may cover).
+    pub pruned_row_groups: Vec<usize>,
     /// Top-level column (root field) of every leaf, by leaf index.
     pub column_roots: Vec<String>,
     /// Rows in each row group.
@@ -62,7 +68,15 @@ impl FileLayout {
             column_paths,
             row_groups,
             scanned_row_groups,
+            pruned_row_groups: vec![],
         }
+    }
+
+    /// Predict that the opener prunes `row_groups` (hand-built layouts in tests).
+    #[cfg(test)]
+    pub fn with_pruned(mut self, row_groups: Vec<usize>) -> Self {
+        self.pruned_row_groups = row_groups;
+        self
     }
 
     /// Attach page locations and row counts (hand-built layouts in tests).
@@ -71,6 +85,20 @@ impl FileLayout {
         self.row_counts = row_counts;
         self.pages = Some(pages);
         self
+    }
+
+    /// Whether the opener is expected to prune `row_group` by its statistics.
+    pub fn is_pruned(&self, row_group: usize) -> bool {
+        self.pruned_row_groups.binary_search(&row_group).is_ok()
+    }
+
+    /// The scanned row groups the decoder is expected to read, ascending:
+    /// those the opener will not prune by their statistics.
+    pub fn expected_row_groups(&self) -> impl Iterator<Item = usize> + '_ {
+        self.scanned_row_groups
+            .iter()
+            .copied()
+            .filter(|&rg| !self.is_pruned(rg))
     }
 
     /// The leaf columns under the given top-level columns.

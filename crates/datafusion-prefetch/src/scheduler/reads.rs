@@ -299,11 +299,8 @@ impl ScanCore {
             && cursor != row_group
         {
             let (low, high) = (cursor.min(row_group), cursor.max(row_group));
-            if layout
-                .scanned_row_groups
-                .iter()
-                .any(|rg| low < *rg && *rg < high)
-            {
+            // Row groups pruned by their statistics are skipped as predicted.
+            if layout.expected_row_groups().any(|rg| low < rg && rg < high) {
                 track.prediction = Prediction::Failed;
             }
             track.direction = if row_group < cursor {

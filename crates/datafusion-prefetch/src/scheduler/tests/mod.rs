@@ -6,6 +6,7 @@ mod auto;
 mod budget;
 mod cross_file;
 mod governor;
+mod pruning;
 mod row_groups;
 mod streaming;
 mod waste;
