@@ -34,7 +34,7 @@ use crate::config::{PrefetchOptions, PrefetchPolicy, StreamLimits, pool_bounded_
 use crate::governor::PrefetchGovernor;
 use crate::io::{
     DriverParts, ObservedMorselizer, PrefetchingReaderFactory, ScanDriver, ScanUnits,
-    SlicingMorselizer,
+    SlicingMorselizer, StatisticsPruning,
 };
 use crate::metrics::{PrefetchStats, ScanMetrics};
 use crate::profiles::StoreProfiles;
@@ -313,6 +313,13 @@ impl PrefetchingParquetSource {
                 policy == PrefetchPolicy::Auto,
             ),
             slicing: self.slicing(),
+            pruning: StatisticsPruning::new(
+                self.inner.filter(),
+                self.inner.table_schema(),
+                config.expr_adapter_factory.clone(),
+                self.inner.table_parquet_options().global.pruning,
+                self.inner.max_in_list_size(),
+            ),
             request_timeout: self.options.request_timeout().duration(),
             metadata_cache: self.metadata_cache.clone(),
             profiles: Some((Arc::clone(&self.profiles), store_key)),

@@ -22,6 +22,7 @@ use super::fetch::{HedgeDelay, Hedging};
 use super::fetches::{Buffers, Fetches};
 use super::footers::Footers;
 use super::probe::Probe;
+use super::pruning::StatisticsPruning;
 use super::reservation::{Refusal, Reservation};
 use super::sink::{EventSink, Reports};
 use super::tasks::SharedResult;
@@ -47,6 +48,8 @@ pub(crate) struct DriverParts {
     pub metrics: ScanMetrics,
     /// The scan may read files with an offset index slice by slice.
     pub slicing: bool,
+    /// The scan's predicate, to predict the row groups its openers prune.
+    pub pruning: Option<StatisticsPruning>,
     /// `prefetch.request_timeout`: the longest a demand read may take.
     pub request_timeout: Option<Duration>,
     /// The metadata cache the wrapped factory reads footers through: a footer
@@ -123,7 +126,7 @@ impl ScanDriver {
             inner_factory: parts.inner_factory,
             metadata_size_hint: parts.metadata_size_hint,
             plan_metrics: parts.plan_metrics,
-            footers: Footers::new(parts.slicing),
+            footers: Footers::new(parts.slicing, parts.pruning.map(Arc::new)),
             probe: Probe::default(),
             starts: Mutex::new(vec![]),
             reservation: Reservation::new(parts.reservation, share),

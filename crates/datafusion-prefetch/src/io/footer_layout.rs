@@ -8,26 +8,39 @@ use datafusion_datasource::{FileRange, PartitionedFile};
 use datafusion_datasource_parquet::{ParquetAccessPlan, ParquetRowSelection, RowGroupAccess};
 use parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData};
 
+use super::pruning::StatisticsPruning;
 use crate::scheduler::{ChunkPages, FileLayout, PageSpan};
 
 /// The layout of `file` as its scan unit decodes it (its byte range and
 /// access plan), with page locations when the scan reads files in slices
 /// (`slicing`) and the file may be cut: a whole-file row selection cannot be
 /// split into slices (the extension cannot be replaced), so such files keep
-/// row groups whole.
+/// row groups whole. With `pruning`, the scanned row groups its opener will
+/// prune by their statistics are named.
 pub(crate) fn layout_of(
     metadata: &ParquetMetaData,
     file: &PartitionedFile,
     slicing: bool,
+    pruning: Option<&StatisticsPruning>,
 ) -> FileLayout {
     let with_pages = slicing && !file.extensions.contains::<ParquetRowSelection>();
-    layout_from_metadata(
+    let mut layout = layout_from_metadata(
         metadata,
         file.object_meta.size,
         file.range.as_ref(),
         file.extensions.get::<ParquetAccessPlan>(),
         with_pages,
-    )
+    );
+    if let Some(pruning) = pruning {
+        let pruned = pruning.pruned_row_groups(metadata, file);
+        layout.pruned_row_groups = layout
+            .scanned_row_groups
+            .iter()
+            .copied()
+            .filter(|rg| pruned.binary_search(rg).is_ok())
+            .collect();
+    }
+    layout
 }
 
 /// Read the layout from a file's metadata, limited to the row groups that a

@@ -14,6 +14,7 @@ use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
 
 use super::footer_layout::{layout_of, offset_index_fits};
+use super::pruning::StatisticsPruning;
 use super::sink::{Reports, report};
 use super::tasks::{SharedResult, Slot};
 use crate::metrics::TaskGuard;
@@ -28,13 +29,16 @@ pub(crate) struct Footers {
     /// The scan reads files with an offset index in slices: footers are read
     /// with it.
     slicing: bool,
+    /// The row groups each file's opener will prune, predicted from its footer.
+    pruning: Option<Arc<StatisticsPruning>>,
 }
 
 impl Footers {
-    pub(crate) fn new(slicing: bool) -> Self {
+    pub(crate) fn new(slicing: bool, pruning: Option<Arc<StatisticsPruning>>) -> Self {
         Self {
             slots: Mutex::default(),
             slicing,
+            pruning,
         }
     }
 
@@ -51,6 +55,7 @@ impl Footers {
         sink: Reports,
     ) {
         let slicing = self.slicing;
+        let pruning = self.pruning.clone();
         // Slicing needs the offset index; otherwise the decoder loads the
         // page index itself when a predicate can use it.
         let page_index = if slicing {
@@ -81,11 +86,16 @@ impl Footers {
                         .build(),
                 );
             }
-            let layout = Arc::new(layout_of(&metadata, &file, slicing));
+            let layout = Arc::new(layout_of(&metadata, &file, slicing, pruning.as_deref()));
             report(&sink, Event::FooterKnown { file: id, layout });
             Ok(metadata)
         });
         self.slots.lock().insert(id, slot);
+    }
+
+    /// How the scan predicts its openers' pruning, if it has a predicate.
+    pub(crate) fn pruning(&self) -> Option<&StatisticsPruning> {
+        self.pruning.as_deref()
     }
 
     /// The footer read ahead for `file`, to await, if one was started.

@@ -11,6 +11,7 @@
 //! - `reservation.rs`: the memory-pool reservation; `sink.rs`: how
 //!   background work reports back; `units.rs`: the scan's files by id;
 //!   `footer_layout.rs`: parquet metadata to the scheduler's plain data;
+//!   `pruning.rs`: the row groups the opener will prune by statistics;
 //! - `reader.rs`, `morsel.rs`, `slicing.rs`: the reader factory and morsel
 //!   wrappers DataFusion calls; `read_error.rs`: errors of demand reads.
 
@@ -21,6 +22,7 @@ mod footer_layout;
 mod footers;
 mod morsel;
 mod probe;
+mod pruning;
 mod read_error;
 mod reader;
 mod reads;
@@ -35,6 +37,7 @@ pub(crate) use driver::{DriverParts, ScanDriver};
 #[cfg(feature = "fuzzing")]
 pub(crate) use footer_layout::{layout_from_metadata, offset_index_fits};
 pub(crate) use morsel::ObservedMorselizer;
+pub(crate) use pruning::StatisticsPruning;
 pub(crate) use reader::PrefetchingReaderFactory;
 pub(crate) use slicing::SlicingMorselizer;
 pub(crate) use units::ScanUnits;

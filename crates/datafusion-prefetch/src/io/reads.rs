@@ -53,7 +53,12 @@ impl ScanDriver {
         }
         let metadata = reader.get_metadata(options).await?;
         if !self.view(|core| core.reads_like_off(file)) {
-            let layout = Arc::new(layout_of(&metadata, self.units.file(file), self.slicing));
+            let layout = Arc::new(layout_of(
+                &metadata,
+                self.units.file(file),
+                self.slicing,
+                self.footers.pruning(),
+            ));
             self.apply([Event::FooterKnown { file, layout }]);
         }
         Ok(metadata)

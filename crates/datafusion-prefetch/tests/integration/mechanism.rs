@@ -235,3 +235,66 @@ async fn a_tight_memory_pool_shrinks_read_ahead_but_queries_complete() {
         assert_eq!(fx.pool.reserved(), 0);
     }
 }
+
+/// Row groups and whole files whose statistics rule out the filter are not
+/// fetched ahead: the footer read ahead predicts the opener's pruning, so no
+/// GET touches a pruned row group's chunks, under any policy, and the answer
+/// is `off`'s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn row_groups_pruned_by_statistics_are_never_fetched() {
+    // Six files of ids 20,000 apart, row groups of 5,000 ids.
+    let files: Vec<_> = (0..6)
+        .map(|i| parquet_file(i * 20_000, 20_000, 5_000))
+        .collect();
+    let fx = fixture(
+        files.clone(),
+        FixtureOptions {
+            latency: Duration::from_millis(10),
+            partitions: 2,
+            ..Default::default()
+        },
+    )
+    .await;
+    let (low, high) = (47_000u64, 81_000u64);
+    let sql = format!("SELECT sum(payload), count(*) FROM t WHERE id >= {low} AND id < {high}");
+    // Every chunk of a row group with no id in [low, high).
+    let mut pruned: Vec<(String, Range<u64>)> = vec![];
+    for (i, (path, file)) in fx.files.iter().enumerate() {
+        for rg in 0..4u64 {
+            let first = i as u64 * 20_000 + rg * 5_000;
+            if first + 5_000 <= low || first >= high {
+                for column in 0..3 {
+                    pruned.push((path.to_string(), chunk(file, rg as usize, column)));
+                }
+            }
+        }
+    }
+    assert_eq!(pruned.len(), 16 * 3, "16 of 24 row groups pruned");
+    fx.set("policy", "off").await;
+    let (expected, _) = fx.run(&sql).await;
+    for policy in ["pipelined", "streaming", "auto"] {
+        fx.set("policy", policy).await;
+        fx.store.reset();
+        let (answer, stats) = fx.run(&sql).await;
+        for s in &stats {
+            settle(s).await;
+        }
+        assert_eq!(answer, expected, "{policy}");
+        let touched: Vec<_> = fx
+            .store
+            .records()
+            .into_iter()
+            .filter(|r| {
+                pruned.iter().any(|(path, chunk)| {
+                    r.path == *path
+                        && r.range
+                            .as_ref()
+                            .is_some_and(|g| g.start < chunk.end && chunk.start < g.end)
+                })
+            })
+            .collect();
+        assert!(touched.is_empty(), "{policy}: {touched:#?}");
+        let wasted: u64 = stats.iter().map(|s| s.bytes_wasted()).sum();
+        assert_eq!(wasted, 0, "{policy}");
+    }
+}
