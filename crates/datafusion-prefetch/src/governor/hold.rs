@@ -30,6 +30,14 @@ impl Hold {
             bytes,
         }
     }
+
+    /// Let go of this hold while its scan ends (its driver is being dropped,
+    /// so no longer hears of the failed fetch that held it): the scan's staged
+    /// gauge falls to zero first, as the driver's drop is about to make it,
+    /// so the hold never goes while the gauge still counts its bytes.
+    pub(crate) fn release_as_scan_ends(self) {
+        self.governor.set_staged(self.key, 0);
+    }
 }
 
 impl Drop for Hold {

@@ -243,6 +243,10 @@ impl PrefetchGovernor {
         let notices = self.ledger.lock().release(key, bytes);
         self.deliver(notices);
     }
+
+    fn set_staged(&self, key: ScanKey, staged: u64) {
+        self.ledger.lock().set_staged(key, staged);
+    }
 }
 
 impl LimitSource for PrefetchGovernor {
@@ -424,5 +428,21 @@ mod tests {
         share.set_staged(0);
         assert_eq!(governor.staged_over_held_violations(), 1, "wrong order");
         assert_eq!(share.violations(), 1);
+    }
+
+    #[test]
+    fn a_hold_let_go_as_its_scan_ends_lowers_staged_first() {
+        let governor = Arc::new(PrefetchGovernor::new(1000));
+        let share = governor.join(Weak::<Counting>::new());
+        let kept = share.try_reserve(50, 50).expect("room");
+        let failed = share.try_reserve(100, 100).expect("room");
+        // The scan's driver is being dropped: it cannot unstage the failed
+        // fetch's 100 bytes before their hold goes.
+        failed.release_as_scan_ends();
+        assert_eq!(governor.staged_over_held_violations(), 0);
+        assert_eq!(governor.held_bytes(), 50, "{governor:?}");
+        drop(kept);
+        drop(share);
+        assert_eq!(governor.staged_over_held_violations(), 0);
     }
 }

@@ -97,7 +97,12 @@ impl Fetches {
                     Ok(Arc::new(hold_buffers(bytes, hold)))
                 }
                 Err(e) => {
-                    report(&sink, Event::FetchFailed { id });
+                    // The scheduler unstages the failed bytes before the hold
+                    // goes; a scan being dropped cannot hear of it, so its
+                    // staged gauge falls first, as its drop is about to make it.
+                    if !report(&sink, Event::FetchFailed { id }) {
+                        hold.release_as_scan_ends();
+                    }
                     Err(Arc::new(format!("prefetch of {location} failed: {e}")))
                 }
             }

@@ -15,9 +15,14 @@ pub(crate) trait EventSink: Send + Sync {
 /// A sink held by a background task.
 pub(crate) type Reports = Weak<dyn EventSink>;
 
-/// Report `event` to `sink`, if the scan is still there.
-pub(crate) fn report(sink: &Reports, event: Event) {
-    if let Some(sink) = sink.upgrade() {
-        sink.report(event);
+/// Report `event` to `sink`, if the scan is still there; `false`: it is not
+/// (its driver is being dropped, or was).
+pub(crate) fn report(sink: &Reports, event: Event) -> bool {
+    match sink.upgrade() {
+        Some(sink) => {
+            sink.report(event);
+            true
+        }
+        None => false,
     }
 }
