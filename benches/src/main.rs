@@ -184,6 +184,11 @@ struct Args {
     /// peers: seconds one engine run may take before it is stopped.
     #[arg(long, default_value_t = 600)]
     peer_timeout: u64,
+    /// peers: only these of the other engines (polars, duckdb, pyarrow,
+    /// datafusion-python, datafusion-python-prefetch) race DataFusion `off`
+    /// and its default, which always run; default: all of them
+    #[arg(long, value_delimiter = ',')]
+    peers: Vec<String>,
 }
 
 /// Where the queries run.
@@ -356,6 +361,7 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
             settings: prefetch_settings(&args),
             python: args.python.clone(),
             timeout: Duration::from_secs(args.peer_timeout),
+            only: args.peers.clone(),
             json: args.json.clone(),
             markdown: args.markdown.clone(),
         })

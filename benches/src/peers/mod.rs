@@ -68,6 +68,8 @@ pub struct PeersConfig {
     pub settings: Vec<(String, String)>,
     pub python: PathBuf,
     pub timeout: Duration,
+    /// Only these Python engines, by `peers.py`'s names (all when empty).
+    pub only: Vec<String>,
     pub json: Option<PathBuf>,
     pub markdown: Option<PathBuf>,
 }
@@ -554,7 +556,21 @@ pub async fn run(config: PeersConfig) -> Result<bool, Box<dyn std::error::Error>
         }
     }
     let mut impossible_here = vec![];
+    if let Some(unknown) = config
+        .only
+        .iter()
+        .find(|name| !PYTHON_ENGINES.contains(&name.as_str()))
+    {
+        return Err(format!(
+            "--peers: no engine '{unknown}' (the others are {})",
+            PYTHON_ENGINES.join(", ")
+        )
+        .into());
+    }
     for (name, probe) in probe_python(&config, &script) {
+        if !config.only.is_empty() && !config.only.iter().any(|n| n == name) {
+            continue;
+        }
         if let Some(why) = impossible(name, config.wire) {
             eprintln!("IMPOSSIBLE {name} on {}: {why}", config.wire.name());
             impossible_here.push((Engine::Python(name).name(), why.to_string()));
