@@ -247,7 +247,7 @@ async fn row_groups_pruned_by_statistics_are_never_fetched() {
         .map(|i| parquet_file(i * 20_000, 20_000, 5_000))
         .collect();
     let fx = fixture(
-        files.clone(),
+        files,
         FixtureOptions {
             latency: Duration::from_millis(10),
             partitions: 2,
