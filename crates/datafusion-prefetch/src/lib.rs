@@ -82,6 +82,7 @@ mod profiles;
 mod running;
 mod scheduler;
 mod session;
+mod sharing;
 mod source;
 mod table;
 

@@ -9,7 +9,7 @@ use datafusion::physical_plan::metrics::{
     Count, ExecutionPlanMetricsSet, Gauge, MetricBuilder, MetricValue, Time,
 };
 
-use crate::scheduler::{AutoSnapshot, CoreStats, RequestPlan};
+use crate::scheduler::{AutoSnapshot, CoreStats};
 
 /// Live counters of one [`PrefetchingParquetSource`](crate::PrefetchingParquetSource),
 /// summed over every execution of it.
@@ -27,6 +27,8 @@ pub struct PrefetchStats {
     requests: AtomicU64,
     requests_hedged: AtomicU64,
     bytes_fetched: AtomicU64,
+    requests_shared: AtomicU64,
+    bytes_shared: AtomicU64,
     live_tasks: AtomicU64,
     staged_over_held_violations: AtomicU64,
     bytes_copied: AtomicU64,
@@ -68,7 +70,8 @@ impl PrefetchStats {
         self.bytes_wasted.load(Ordering::SeqCst)
     }
 
-    /// Data requests issued, on demand and ahead, hedges included.
+    /// Data requests issued, on demand and ahead, hedges included (reads
+    /// served by another scan's request, [`Self::requests_shared`], are not).
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::SeqCst)
     }
@@ -81,11 +84,25 @@ impl PrefetchStats {
     }
 
     /// Bytes of the data requests issued, on demand and ahead, gaps between
-    /// merged ranges included (footers excluded). With DataFusion's own
-    /// reader factory every one of these requests is one store GET; with a
+    /// merged ranges included (footers excluded), and of the reads served
+    /// by another scan's request ([`Self::bytes_shared`]). With DataFusion's
+    /// own reader factory every request issued is one store GET; with a
     /// custom factory its demand reads count the bytes asked of it.
     pub fn bytes_fetched(&self) -> u64 {
         self.bytes_fetched.load(Ordering::SeqCst)
+    }
+
+    /// Data reads not sent to the store because another scan of the same
+    /// runtime was reading exactly the same bytes of the same object at the
+    /// time: they waited for its request and were handed its body.
+    pub fn requests_shared(&self) -> u64 {
+        self.requests_shared.load(Ordering::SeqCst)
+    }
+
+    /// Bytes of [`Self::requests_shared`]: a part of [`Self::bytes_fetched`]
+    /// that this scan's requests did not fetch.
+    pub fn bytes_shared(&self) -> u64 {
+        self.bytes_shared.load(Ordering::SeqCst)
     }
 
     /// Changes after which one of this source's scans had more bytes staged
@@ -128,6 +145,8 @@ impl Drop for TaskGuard {
 pub(crate) struct ScanMetrics {
     requests: Count,
     bytes_fetched: Count,
+    requests_shared: Count,
+    bytes_shared: Count,
     bytes_fetched_ahead: Count,
     bytes_served_from_prefetch: Count,
     bytes_used: Count,
@@ -198,6 +217,8 @@ impl ScanMetrics {
         Self {
             requests: counter("prefetch_requests"),
             bytes_fetched: counter("prefetch_bytes_fetched"),
+            requests_shared: counter("prefetch_requests_shared"),
+            bytes_shared: counter("prefetch_bytes_shared"),
             bytes_fetched_ahead: counter("prefetch_bytes_fetched_ahead"),
             bytes_served_from_prefetch: counter("prefetch_bytes_served_from_prefetch"),
             bytes_used: counter("prefetch_bytes_used"),
@@ -265,11 +286,15 @@ impl ScanMetrics {
         }
     }
 
-    /// The requests of `plan` were issued, one store GET each.
-    pub(crate) fn planned_requests(&self, plan: &RequestPlan) {
-        for request in &plan.requests {
-            self.request(request.end - request.start);
-        }
+    /// A read of `bytes` was served by another scan's request for the same
+    /// range instead of one of its own: fetched, but not requested.
+    pub(crate) fn request_shared(&self, bytes: u64) {
+        self.requests_shared.add(1);
+        self.bytes_shared.add(bytes as usize);
+        self.bytes_fetched.add(bytes as usize);
+        self.stats.requests_shared.fetch_add(1, Ordering::SeqCst);
+        self.stats.bytes_shared.fetch_add(bytes, Ordering::SeqCst);
+        self.stats.bytes_fetched.fetch_add(bytes, Ordering::SeqCst);
     }
 
     /// The governor has counted `violations` for this scan so far.

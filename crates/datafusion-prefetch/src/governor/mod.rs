@@ -33,6 +33,7 @@ pub(crate) use hold::{Hold, hold_buffers};
 use ledger::{IDLE_AFTER, Ledger, Notices, ScanKey, Verdict};
 
 use crate::config::{ByteSize, LimitSource};
+use crate::sharing::SharedReads;
 
 /// The governor's limit on a runtime whose memory pool is unbounded (the
 /// DataFusion default): four default scan budgets.
@@ -72,6 +73,9 @@ pub struct PrefetchGovernor {
     /// How each scan is told of freed room, or asked to shed.
     tenants: Mutex<BTreeMap<ScanKey, Listener>>,
     started: Instant,
+    /// The reads in flight of the runtime's scans, so that two scans reading
+    /// the same bytes at once send one request.
+    shared_reads: Arc<SharedReads>,
 }
 
 impl std::fmt::Debug for PrefetchGovernor {
@@ -105,6 +109,7 @@ impl PrefetchGovernor {
             ledger: Mutex::new(Ledger::new(limit, IDLE_AFTER)),
             tenants: Mutex::default(),
             started: Instant::now(),
+            shared_reads: Arc::default(),
         }
     }
 
@@ -171,6 +176,12 @@ impl PrefetchGovernor {
 
     fn now(&self) -> Duration {
         self.started.elapsed()
+    }
+
+    /// The reads in flight of every scan under this governor (of one
+    /// runtime), for a new scan to share.
+    pub(crate) fn shared_reads(&self) -> &Arc<SharedReads> {
+        &self.shared_reads
     }
 
     /// A new scan joins; `tenant` is how it is told of freed room.

@@ -121,7 +121,10 @@ impl ScanDriver {
             core: Mutex::new(parts.core),
             published: Mutex::new(CoreStats::default()),
             units: parts.units,
-            fetches: Fetches::new(Arc::clone(&parts.store)),
+            fetches: Fetches::new(
+                Arc::clone(&parts.store),
+                parts.governor.shared_reads().join(),
+            ),
             store: parts.store,
             inner_factory: parts.inner_factory,
             metadata_size_hint: parts.metadata_size_hint,
@@ -278,9 +281,9 @@ impl ScanDriver {
                         return;
                     }
                 };
-                let location = self.units.file(file).object_meta.location.clone();
+                let object = self.units.object(file);
                 self.fetches
-                    .spawn(id, location, requests, hold, self.hedging(), self.sink());
+                    .spawn(id, object, requests, hold, self.hedging(), self.sink());
             }
             Action::Release { id, abort } => self.fetches.release(id, abort),
         }

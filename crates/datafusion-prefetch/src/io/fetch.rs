@@ -16,6 +16,7 @@ use object_store::{GetOptions, GetResult, ObjectStore};
 use super::sink::{Reports, report};
 use crate::metrics::ScanMetrics;
 use crate::scheduler::{Event, RequestPlan};
+use crate::sharing::{Body, ObjectKey, ReadSharing};
 
 /// How a body shorter than its request is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,44 +66,71 @@ pub(crate) struct Hedging<'a> {
     pub metrics: &'a ScanMetrics,
 }
 
+/// The object a fetch reads, and how its requests are shared with other
+/// scans reading the same bytes at the same time.
+#[derive(Clone, Copy)]
+pub(crate) struct SharedObject<'a> {
+    pub sharing: &'a ReadSharing,
+    pub object: &'a ObjectKey,
+}
+
 /// Fetch the plan's requests in parallel and return one buffer per range the
-/// plan was made for, in order.
+/// plan was made for, in order. Each request is counted in the metrics as
+/// it goes out; one another scan is sending for exactly the same range is
+/// not sent, but waited for (counted as shared, and not timed: its wait says
+/// nothing about the store).
 pub(crate) async fn fetch_planned(
     store: &dyn ObjectStore,
-    location: &Path,
+    shared: SharedObject<'_>,
     plan: &RequestPlan,
     short: ShortBodies,
     hedging: Hedging<'_>,
     sink: &Reports,
 ) -> object_store::Result<Vec<Bytes>> {
+    let location = &shared.object.location;
     let bodies = try_join_all(plan.requests.iter().map(|request| async move {
-        let started = Instant::now();
-        let options = GetOptions::new().with_range(Some(request.clone()));
-        let answer = first_answer(store, location, options, hedging).await?;
-        let first_byte = started.elapsed();
-        let body = answer.bytes().await?;
         let expected = request.end - request.start;
-        if body.len() as u64 != expected && short == ShortBodies::Fail {
-            return Err(object_store::Error::Generic {
-                store: "prefetch",
-                source: format!(
-                    "{location}: {} bytes returned for range {}..{} ({expected} bytes)",
-                    body.len(),
-                    request.start,
-                    request.end
-                )
-                .into(),
-            });
-        }
-        report(
-            sink,
-            Event::TransferTimed {
-                bytes: expected,
-                first_byte,
-                took: started.elapsed(),
-            },
-        );
-        Ok(body)
+        let fetch = || async move {
+            hedging.metrics.request(expected);
+            let started = Instant::now();
+            let options = GetOptions::new().with_range(Some(request.clone()));
+            let answer = first_answer(store, location, options, hedging).await?;
+            let first_byte = started.elapsed();
+            let body = answer.bytes().await?;
+            if body.len() as u64 != expected && short == ShortBodies::Fail {
+                return Err(object_store::Error::Generic {
+                    store: "prefetch",
+                    source: format!(
+                        "{location}: {} bytes returned for range {}..{} ({expected} bytes)",
+                        body.len(),
+                        request.start,
+                        request.end
+                    )
+                    .into(),
+                });
+            }
+            report(
+                sink,
+                Event::TransferTimed {
+                    bytes: expected,
+                    first_byte,
+                    took: started.elapsed(),
+                },
+            );
+            Ok(body)
+        };
+        let body = match shared
+            .sharing
+            .read(shared.object, request.clone(), fetch)
+            .await?
+        {
+            Body::Fetched(body) => body,
+            Body::Shared(body) => {
+                hedging.metrics.request_shared(expected);
+                body
+            }
+        };
+        Ok::<_, object_store::Error>(body)
     }))
     .await?;
     Ok(assemble(plan, &bodies))

@@ -9,15 +9,15 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use object_store::ObjectStore;
-use object_store::path::Path;
 use parking_lot::Mutex;
 use tokio::task::AbortHandle;
 
-use super::fetch::{Hedging, ShortBodies, fetch_planned};
+use super::fetch::{Hedging, SharedObject, ShortBodies, fetch_planned};
 use super::sink::{Reports, report};
 use super::tasks::{SharedResult, Slot};
 use crate::governor::{Hold, hold_buffers};
 use crate::scheduler::{Event, FetchId, Part, RequestPlan};
+use crate::sharing::{ObjectKey, ReadSharing};
 
 /// A fetch's buffers, one per range, in the order of its ranges.
 pub(crate) type Buffers = Arc<Vec<Bytes>>;
@@ -28,6 +28,8 @@ const MIN_STALL_WAIT: Duration = Duration::from_secs(2);
 /// The background fetches of one scan.
 pub(crate) struct Fetches {
     store: Arc<dyn ObjectStore>,
+    /// This scan's side of the reads other scans of the runtime share.
+    sharing: Arc<ReadSharing>,
     slots: Mutex<HashMap<FetchId, Slot<Buffers>>>,
     /// Released fetches still landing for a reader that was served from them.
     landing: Mutex<HashMap<FetchId, AbortHandle>>,
@@ -39,10 +41,11 @@ pub(crate) struct Fetches {
 }
 
 impl Fetches {
-    /// No fetches yet, of objects in `store`.
-    pub(crate) fn new(store: Arc<dyn ObjectStore>) -> Self {
+    /// No fetches yet, of objects in `store`, sharing reads as `sharing`.
+    pub(crate) fn new(store: Arc<dyn ObjectStore>, sharing: ReadSharing) -> Self {
         Self {
             store,
+            sharing: Arc::new(sharing),
             slots: Mutex::default(),
             landing: Mutex::default(),
             riding: Mutex::default(),
@@ -50,7 +53,12 @@ impl Fetches {
         }
     }
 
-    /// Start fetch `id` of `location`: the GETs of its request plan, one
+    /// How this scan's reads are shared with other scans'.
+    pub(crate) fn sharing(&self) -> &ReadSharing {
+        &self.sharing
+    }
+
+    /// Start fetch `id` of `object`: the GETs of its request plan, one
     /// buffer per range the plan was made for, each keeping `hold` (the
     /// governor's reservation) until the last of them is dropped. When the
     /// task starts, its requests go out (hedged as `hedging` says): they are
@@ -61,29 +69,33 @@ impl Fetches {
     pub(crate) fn spawn(
         &self,
         id: FetchId,
-        location: Path,
+        object: ObjectKey,
         requests: RequestPlan,
         hold: Hold,
         hedging: Hedging<'_>,
         sink: Reports,
     ) {
         let store = Arc::clone(&self.store);
+        let sharing = Arc::clone(&self.sharing);
         let slowest = Arc::clone(&self.slowest_micros);
         let guard = hedging.metrics.stats().task_started();
         let metrics = hedging.metrics.clone();
         let hedge_after = hedging.after.cloned();
         let slot = Slot::spawn("prefetch task", async move {
             let _guard = guard;
-            metrics.planned_requests(&requests);
             report(&sink, Event::FetchSent { id });
             let started = Instant::now();
             let hedging = Hedging {
                 after: hedge_after.as_ref(),
                 metrics: &metrics,
             };
+            let shared = SharedObject {
+                sharing: &sharing,
+                object: &object,
+            };
             match fetch_planned(
                 store.as_ref(),
-                &location,
+                shared,
                 &requests,
                 ShortBodies::Fail,
                 hedging,
@@ -103,6 +115,7 @@ impl Fetches {
                     if !report(&sink, Event::FetchFailed { id }) {
                         hold.release_as_scan_ends();
                     }
+                    let location = &object.location;
                     Err(Arc::new(format!("prefetch of {location} failed: {e}")))
                 }
             }
@@ -234,7 +247,7 @@ mod tests {
     fn ranges_released_while_their_demand_read_is_in_flight_are_not_kept() {
         let governor = PrefetchGovernor::of(&RuntimeEnv::default());
         let share = governor.join(Weak::<Nobody>::new());
-        let fetches = Fetches::new(Arc::new(InMemory::new()));
+        let fetches = Fetches::new(Arc::new(InMemory::new()), governor.shared_reads().join());
         let (riding, released) = (FetchId(1), FetchId(2));
         fetches.ride(riding);
         fetches.ride(released);

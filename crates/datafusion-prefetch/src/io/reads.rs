@@ -17,7 +17,7 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
 
 use super::driver::{ScanDriver, Served};
-use super::fetch::{ShortBodies, fetch_planned};
+use super::fetch::{SharedObject, ShortBodies, fetch_planned};
 use super::fetches::Buffers;
 use super::footer_layout::layout_of;
 use super::read_error;
@@ -169,9 +169,9 @@ impl ScanDriver {
         if let Some(range) = &plan.refused {
             return Err(self.refusal(file, range));
         }
-        match &plan.demand_requests {
-            Some(requests) => self.metrics.planned_requests(requests),
-            None => self.metrics.request(total(&request)),
+        if plan.demand_requests.is_none() {
+            // Planned requests are counted as they go out.
+            self.metrics.request(total(&request));
         }
         // Planned requests bring every range they were planned for, widened
         // ranges the pool then refused included (dropped below).
@@ -185,12 +185,16 @@ impl ScanDriver {
         };
         let mut fetched = match &plan.demand_requests {
             Some(requests) => {
-                let location = &self.units.file(file).object_meta.location;
+                let object = self.units.object(file);
+                let shared = SharedObject {
+                    sharing: self.fetches.sharing(),
+                    object: &object,
+                };
                 let sink = self.sink();
                 let hedging = self.hedging();
                 let planned = fetch_planned(
                     self.store.as_ref(),
-                    location,
+                    shared,
                     requests,
                     ShortBodies::Clamp,
                     hedging,

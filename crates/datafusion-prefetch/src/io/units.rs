@@ -2,11 +2,13 @@
 //! of one) is known by its position in the scan's file list.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use datafusion_datasource::PartitionedFile;
 use object_store::path::Path;
 
 use crate::scheduler::FileId;
+use crate::sharing::ObjectKey;
 
 /// What tells two scan units apart: the object and the byte range.
 type UnitKey = (Path, Option<(i64, i64)>);
@@ -26,7 +28,7 @@ pub(crate) struct ScanUnits {
     ids: HashMap<UnitKey, FileId>,
     /// The object store's URL (`s3://bucket/`, `file:///`), to name files
     /// in errors as the user gave them.
-    store_url: String,
+    store_url: Arc<str>,
 }
 
 impl ScanUnits {
@@ -40,7 +42,7 @@ impl ScanUnits {
         Self {
             files,
             ids,
-            store_url: store_url.to_string(),
+            store_url: store_url.into(),
         }
     }
 
@@ -63,6 +65,17 @@ impl ScanUnits {
     /// The file of `id`.
     pub(crate) fn file(&self, id: FileId) -> &PartitionedFile {
         &self.files[id]
+    }
+
+    /// The object version `id` reads, as scans sharing reads know it.
+    pub(crate) fn object(&self, id: FileId) -> ObjectKey {
+        let meta = &self.files[id].object_meta;
+        ObjectKey {
+            store: Arc::clone(&self.store_url),
+            location: meta.location.clone(),
+            size: meta.size,
+            modified: meta.last_modified.timestamp_micros(),
+        }
     }
 
     /// All the files, in id order.
