@@ -92,15 +92,16 @@ impl PrefetchStats {
         self.bytes_fetched.load(Ordering::SeqCst)
     }
 
-    /// Data reads not sent to the store because another scan of the same
-    /// runtime was reading exactly the same bytes of the same object at the
-    /// time: they waited for its request and were handed its body.
+    /// Requests of other scans of the same runtime this scan waited for
+    /// instead of sending its own: they were reading the same bytes of the
+    /// same object at the time (see [`Self::bytes_shared`]).
     pub fn requests_shared(&self) -> u64 {
         self.requests_shared.load(Ordering::SeqCst)
     }
 
-    /// Bytes of [`Self::requests_shared`]: a part of [`Self::bytes_fetched`]
-    /// that this scan's requests did not fetch.
+    /// Bytes other scans' requests brought this scan
+    /// ([`Self::requests_shared`]): a part of [`Self::bytes_fetched`] that
+    /// its own requests did not fetch.
     pub fn bytes_shared(&self) -> u64 {
         self.bytes_shared.load(Ordering::SeqCst)
     }
@@ -114,8 +115,9 @@ impl PrefetchStats {
     }
 
     /// Bytes copied out of demand-read bodies to be kept staged (retained
-    /// pages, widened ranges), so that what is kept holds exactly its own
-    /// bytes rather than the whole body it was a slice of.
+    /// pages, widened ranges), and out of other scans' bodies to make a
+    /// read that shared a part of them, so that what is kept holds exactly
+    /// its own bytes rather than the whole body it was a slice of.
     pub fn bytes_copied(&self) -> u64 {
         self.bytes_copied.load(Ordering::SeqCst)
     }
@@ -286,13 +288,15 @@ impl ScanMetrics {
         }
     }
 
-    /// A read of `bytes` was served by another scan's request for the same
-    /// range instead of one of its own: fetched, but not requested.
-    pub(crate) fn request_shared(&self, bytes: u64) {
-        self.requests_shared.add(1);
+    /// `reads` requests of other scans were waited for instead of sending
+    /// requests of our own, and brought `bytes`: fetched, not requested.
+    pub(crate) fn reads_shared(&self, reads: u64, bytes: u64) {
+        self.requests_shared.add(reads as usize);
         self.bytes_shared.add(bytes as usize);
         self.bytes_fetched.add(bytes as usize);
-        self.stats.requests_shared.fetch_add(1, Ordering::SeqCst);
+        self.stats
+            .requests_shared
+            .fetch_add(reads, Ordering::SeqCst);
         self.stats.bytes_shared.fetch_add(bytes, Ordering::SeqCst);
         self.stats.bytes_fetched.fetch_add(bytes, Ordering::SeqCst);
     }

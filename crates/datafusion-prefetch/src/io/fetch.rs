@@ -16,7 +16,7 @@ use object_store::{GetOptions, GetResult, ObjectStore};
 use super::sink::{Reports, report};
 use crate::metrics::ScanMetrics;
 use crate::scheduler::{Event, RequestPlan};
-use crate::sharing::{Body, ObjectKey, ReadSharing};
+use crate::sharing::{ObjectKey, ReadSharing};
 
 /// How a body shorter than its request is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,9 +76,9 @@ pub(crate) struct SharedObject<'a> {
 
 /// Fetch the plan's requests in parallel and return one buffer per range the
 /// plan was made for, in order. Each request is counted in the metrics as
-/// it goes out; one another scan is sending for exactly the same range is
-/// not sent, but waited for (counted as shared, and not timed: its wait says
-/// nothing about the store).
+/// it goes out; what other scans are reading of a request's range at the
+/// time is not asked again but waited for (counted as shared, and not
+/// timed: the wait says nothing about the store).
 pub(crate) async fn fetch_planned(
     store: &dyn ObjectStore,
     shared: SharedObject<'_>,
@@ -88,49 +88,48 @@ pub(crate) async fn fetch_planned(
     sink: &Reports,
 ) -> object_store::Result<Vec<Bytes>> {
     let location = &shared.object.location;
+    let fetch = |range: Range<u64>| async move {
+        let expected = range.end - range.start;
+        hedging.metrics.request(expected);
+        let started = Instant::now();
+        let options = GetOptions::new().with_range(Some(range.clone()));
+        let answer = first_answer(store, location, options, hedging).await?;
+        let first_byte = started.elapsed();
+        let body = answer.bytes().await?;
+        if body.len() as u64 != expected && short == ShortBodies::Fail {
+            return Err(object_store::Error::Generic {
+                store: "prefetch",
+                source: format!(
+                    "{location}: {} bytes returned for range {}..{} ({expected} bytes)",
+                    body.len(),
+                    range.start,
+                    range.end
+                )
+                .into(),
+            });
+        }
+        report(
+            sink,
+            Event::TransferTimed {
+                bytes: expected,
+                first_byte,
+                took: started.elapsed(),
+            },
+        );
+        Ok(body)
+    };
     let bodies = try_join_all(plan.requests.iter().map(|request| async move {
-        let expected = request.end - request.start;
-        let fetch = || async move {
-            hedging.metrics.request(expected);
-            let started = Instant::now();
-            let options = GetOptions::new().with_range(Some(request.clone()));
-            let answer = first_answer(store, location, options, hedging).await?;
-            let first_byte = started.elapsed();
-            let body = answer.bytes().await?;
-            if body.len() as u64 != expected && short == ShortBodies::Fail {
-                return Err(object_store::Error::Generic {
-                    store: "prefetch",
-                    source: format!(
-                        "{location}: {} bytes returned for range {}..{} ({expected} bytes)",
-                        body.len(),
-                        request.start,
-                        request.end
-                    )
-                    .into(),
-                });
-            }
-            report(
-                sink,
-                Event::TransferTimed {
-                    bytes: expected,
-                    first_byte,
-                    took: started.elapsed(),
-                },
-            );
-            Ok(body)
-        };
-        let body = match shared
+        let read = shared
             .sharing
             .read(shared.object, request.clone(), fetch)
-            .await?
-        {
-            Body::Fetched(body) => body,
-            Body::Shared(body) => {
-                hedging.metrics.request_shared(expected);
-                body
-            }
-        };
-        Ok::<_, object_store::Error>(body)
+            .await?;
+        if read.waited > 0 {
+            hedging.metrics.reads_shared(read.waited, read.shared);
+        }
+        if read.copied > 0 {
+            hedging.metrics.copied(read.copied);
+        }
+        Ok::<_, object_store::Error>(read.bytes)
     }))
     .await?;
     Ok(assemble(plan, &bodies))

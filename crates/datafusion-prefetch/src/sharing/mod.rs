@@ -20,14 +20,14 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures::FutureExt;
 use futures::channel::oneshot;
-use futures::future::Shared;
+use futures::future::{Shared, try_join_all};
 use parking_lot::Mutex;
 
 pub(crate) use in_flight::ObjectKey;
-use in_flight::{InFlight, Joined, ScanToken, Ticket};
+use in_flight::{InFlight, Part, ScanToken, Ticket};
 
 /// How waiters get a listed read's bytes: `Err` when it ended without them.
 type Waiters = Shared<oneshot::Receiver<Bytes>>;
@@ -56,13 +56,17 @@ impl SharedReads {
     }
 }
 
-/// Where a read's bytes came from.
+/// A read's bytes, and how much of them other scans' requests brought.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Body {
-    /// This scan's own request.
-    Fetched(Bytes),
-    /// Another scan's request for the same range.
-    Shared(Bytes),
+pub(crate) struct Read {
+    pub bytes: Bytes,
+    /// Other scans' requests waited for.
+    pub waited: u64,
+    /// Bytes of them in `bytes`.
+    pub shared: u64,
+    /// Bytes copied to make `bytes` (of parts joined, or of a part of a
+    /// wider body, which a slice would keep alive whole).
+    pub copied: u64,
 }
 
 /// One scan's side of [`SharedReads`].
@@ -73,50 +77,149 @@ pub(crate) struct ReadSharing {
 }
 
 impl ReadSharing {
-    /// The bytes of `range` of `object`: another scan's if it is reading
-    /// exactly this range now, else `fetch`ed (and shared with scans that
-    /// ask for the range while it is in flight).
+    /// The bytes of `range` of `object`: what other scans are reading of it
+    /// now, waited for, and the rest `fetch`ed (and shared with scans that
+    /// ask for it while it is in flight). See [`InFlight::join`] for which
+    /// reads are waited for.
     ///
-    /// Shared bytes are the whole range; a request of another scan that
-    /// fails, stops or comes back short is not shared, and this scan fetches
-    /// the range itself.
+    /// A read of another scan that fails, stops or comes back short is not
+    /// shared: this scan fetches that part itself. A part sent that comes
+    /// back short (a range past the end of the object, read on demand) ends
+    /// the read there: the range is fetched whole, as without sharing.
     pub(crate) async fn read<F, Fut>(
         &self,
         object: &ObjectKey,
         range: Range<u64>,
         fetch: F,
-    ) -> object_store::Result<Body>
+    ) -> object_store::Result<Read>
     where
-        F: FnOnce() -> Fut,
+        F: Fn(Range<u64>) -> Fut,
         Fut: Future<Output = object_store::Result<Bytes>>,
     {
-        let (sender, receiver) = oneshot::channel();
+        let mut sender = None;
         let joined = self
             .reads
             .in_flight
             .lock()
-            .join(self.scan, object, &range, || receiver.shared());
-        match joined {
-            Joined::Wait(waiters) => {
-                let expected = range.end - range.start;
-                if let Ok(bytes) = waiters.await
-                    && bytes.len() as u64 == expected
-                {
-                    return Ok(Body::Shared(bytes));
+            .join(self.scan, object, &range, || {
+                let (tx, rx) = oneshot::channel();
+                sender = Some(tx);
+                rx.shared()
+            });
+        // Made before anything is awaited: dropped, the listed part is
+        // unlisted and its waiters read for themselves.
+        let mut listed = joined.parts.iter().find_map(|part| match part {
+            Part::Send {
+                ticket: Some(ticket),
+                ..
+            } => Some(Listed {
+                reads: &self.reads,
+                ticket: Some(ticket.clone()),
+                sender: sender.take(),
+            }),
+            _ => None,
+        });
+        let fetch = &fetch;
+        let parts = joined.parts.into_iter().map(|part| {
+            let listed = match &part {
+                Part::Send {
+                    ticket: Some(_), ..
+                } => listed.take(),
+                _ => None,
+            };
+            async move {
+                match part {
+                    Part::Send { range, .. } => {
+                        let bytes = fetch(range.clone()).await?;
+                        if let Some(listed) = listed {
+                            listed.landed(&bytes);
+                        }
+                        Ok::<_, object_store::Error>(Piece::sent(range, bytes))
+                    }
+                    Part::Wait {
+                        range,
+                        within,
+                        waiters,
+                    } => match waiters.await {
+                        Ok(body) if body.len() as u64 == within.end - within.start => {
+                            let at = (range.start - within.start) as usize;
+                            let len = (range.end - range.start) as usize;
+                            Ok(Piece {
+                                whole: range == within,
+                                range,
+                                bytes: body.slice(at..at + len),
+                                shared: true,
+                            })
+                        }
+                        _ => Ok(Piece::sent(range.clone(), fetch(range).await?)),
+                    },
                 }
-                fetch().await.map(Body::Fetched)
             }
-            Joined::Send(ticket) => {
-                let listed = Listed {
-                    reads: &self.reads,
-                    ticket,
-                    sender: Some(sender),
-                };
-                let bytes = fetch().await?;
-                listed.landed(&bytes);
-                Ok(Body::Fetched(bytes))
+        });
+        let pieces: Vec<Piece> = try_join_all(parts).await?;
+        let waited = pieces.iter().filter(|p| p.shared).count() as u64;
+        let shared = pieces
+            .iter()
+            .filter(|p| p.shared)
+            .map(|p| p.bytes.len() as u64)
+            .sum();
+        match pieces.as_slice() {
+            // Exactly this scan's request, or exactly the other scan's body:
+            // the same buffer.
+            [piece] if !piece.shared || piece.whole => {
+                return Ok(Read {
+                    bytes: piece.bytes.clone(),
+                    waited,
+                    shared,
+                    copied: 0,
+                });
             }
+            [.., _] if pieces[..pieces.len() - 1].iter().any(Piece::short) => {
+                return Ok(Read {
+                    bytes: fetch(range).await?,
+                    waited: 0,
+                    shared: 0,
+                    copied: 0,
+                });
+            }
+            _ => {}
         }
+        let mut joined = BytesMut::with_capacity(pieces.iter().map(|p| p.bytes.len()).sum());
+        for piece in &pieces {
+            joined.extend_from_slice(&piece.bytes);
+        }
+        Ok(Read {
+            copied: joined.len() as u64,
+            bytes: joined.freeze(),
+            waited,
+            shared,
+        })
+    }
+}
+
+/// One part of a read, read.
+struct Piece {
+    range: Range<u64>,
+    bytes: Bytes,
+    /// Another scan's request brought it...
+    shared: bool,
+    /// ... and it is that request's whole body.
+    whole: bool,
+}
+
+impl Piece {
+    fn sent(range: Range<u64>, bytes: Bytes) -> Self {
+        Self {
+            range,
+            bytes,
+            shared: false,
+            whole: false,
+        }
+    }
+
+    /// Shorter than its range (past the end of the object).
+    fn short(&self) -> bool {
+        (self.bytes.len() as u64) < self.range.end - self.range.start
     }
 }
 
@@ -155,7 +258,6 @@ impl Drop for Listed<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicUsize;
 
     use object_store::path::Path;
     use tokio::sync::Notify;
@@ -171,45 +273,105 @@ mod tests {
         }
     }
 
-    /// A fetch that counts itself and answers `bytes` once `gate` opens.
-    async fn gated(
-        sent: &AtomicUsize,
-        gate: &Notify,
-        answer: object_store::Result<Bytes>,
-    ) -> object_store::Result<Bytes> {
-        sent.fetch_add(1, Ordering::SeqCst);
-        gate.notified().await;
-        answer
+    /// The object's bytes in `range`: each byte its offset, wrapped.
+    fn bytes_of(range: Range<u64>) -> Bytes {
+        range.map(|i| i as u8).collect::<Vec<u8>>().into()
     }
 
-    fn body(len: usize) -> Bytes {
-        Bytes::from(vec![7u8; len])
+    /// A store's side of a scan: counts what it is asked for, and answers
+    /// once `gate` opens (if given) with the object's bytes (or `answer`).
+    struct Store {
+        asked: Mutex<Vec<Range<u64>>>,
+        gate: Option<Notify>,
+    }
+
+    impl Store {
+        fn new(gated: bool) -> Self {
+            Self {
+                asked: Mutex::default(),
+                gate: gated.then(Notify::new),
+            }
+        }
+
+        async fn get(
+            &self,
+            range: Range<u64>,
+            answer: Option<object_store::Result<Bytes>>,
+        ) -> object_store::Result<Bytes> {
+            self.asked.lock().push(range.clone());
+            if let Some(gate) = &self.gate {
+                gate.notified().await;
+            }
+            answer.unwrap_or_else(|| Ok(bytes_of(range)))
+        }
+
+        fn open(&self) {
+            if let Some(gate) = &self.gate {
+                gate.notify_waiters();
+            }
+        }
+
+        fn asked(&self) -> Vec<Range<u64>> {
+            self.asked.lock().clone()
+        }
+    }
+
+    /// Open `store`'s gate once everything joined has been polled.
+    async fn open_later(store: &Store) {
+        tokio::task::yield_now().await;
+        store.open();
     }
 
     #[tokio::test]
     async fn a_scan_reading_the_same_range_at_the_same_time_gets_the_first_scans_bytes() {
         let reads = Arc::new(SharedReads::default());
-        let file = object();
         let (a, b) = (reads.join(), reads.join());
-        let (sent, gate) = (AtomicUsize::new(0), Notify::new());
-        let first = a.read(&file, 4..104, || gated(&sent, &gate, Ok(body(100))));
-        let second = b.read(&file, 4..104, || gated(&sent, &gate, Ok(body(100))));
-        let open = async {
-            tokio::task::yield_now().await;
-            gate.notify_waiters();
-        };
-        let (first, second, ()) = tokio::join!(first, second, open);
-        let (Body::Fetched(fetched), Body::Shared(shared)) = (first.unwrap(), second.unwrap())
-        else {
-            panic!("the first fetches, the second shares");
-        };
-        assert_eq!(sent.load(Ordering::SeqCst), 1, "one request");
+        let (first_store, second_store) = (Store::new(true), Store::new(false));
+        let file = object();
+        let first = a.read(&file, 4..104, |r| first_store.get(r, None));
+        let second = b.read(&file, 4..104, |r| second_store.get(r, None));
+        let (first, second, ()) = tokio::join!(first, second, open_later(&first_store));
+        let (first, second) = (first.unwrap(), second.unwrap());
+        assert_eq!((first.waited, second.waited), (0, 1));
+        assert_eq!((second.shared, second.copied), (100, 0));
         assert_eq!(
-            fetched.as_ptr(),
-            shared.as_ptr(),
-            "the same buffer, no copy"
+            first.bytes.as_ptr(),
+            second.bytes.as_ptr(),
+            "the same buffer"
         );
+        assert!(second_store.asked().is_empty(), "one request");
         assert_eq!(reads.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_wider_read_fetches_only_what_the_other_scan_does_not() {
+        let reads = Arc::new(SharedReads::default());
+        let (a, b) = (reads.join(), reads.join());
+        let (first_store, second_store) = (Store::new(true), Store::new(false));
+        let file = object();
+        let first = a.read(&file, 300..900, |r| first_store.get(r, None));
+        let second = b.read(&file, 100..900, |r| second_store.get(r, None));
+        let (_, second, ()) = tokio::join!(first, second, open_later(&first_store));
+        let second = second.unwrap();
+        assert_eq!(second_store.asked(), vec![100..300]);
+        assert_eq!(second.bytes, bytes_of(100..900));
+        assert_eq!((second.waited, second.shared, second.copied), (1, 600, 800));
+    }
+
+    #[tokio::test]
+    async fn a_narrower_read_gets_a_copy_of_its_part_of_the_other_scans_body() {
+        let reads = Arc::new(SharedReads::default());
+        let (a, b) = (reads.join(), reads.join());
+        let (first_store, second_store) = (Store::new(true), Store::new(false));
+        let file = object();
+        let first = a.read(&file, 0..1000, |r| first_store.get(r, None));
+        let second = b.read(&file, 100..200, |r| second_store.get(r, None));
+        let (first, second, ()) = tokio::join!(first, second, open_later(&first_store));
+        let (first, second) = (first.unwrap(), second.unwrap());
+        assert!(second_store.asked().is_empty());
+        assert_eq!(second.bytes, bytes_of(100..200));
+        assert_ne!(second.bytes.as_ptr(), first.bytes[100..].as_ptr(), "a copy");
+        assert_eq!((second.waited, second.shared, second.copied), (1, 100, 100));
     }
 
     #[tokio::test]
@@ -219,24 +381,26 @@ mod tests {
                 store: "test",
                 source: "refused".into(),
             }),
-            Ok(body(60)),
+            Ok(bytes_of(4..64)),
         ] {
             let reads = Arc::new(SharedReads::default());
-            let file = object();
             let (a, b) = (reads.join(), reads.join());
-            let (sent, gate) = (AtomicUsize::new(0), Notify::new());
-            let first = a.read(&file, 4..104, || gated(&sent, &gate, answer));
-            let second = b.read(&file, 4..104, || async {
-                sent.fetch_add(1, Ordering::SeqCst);
-                Ok(body(100))
+            let (first_store, second_store) = (Store::new(true), Store::new(false));
+            let file = object();
+            let answer = std::sync::Mutex::new(Some(answer));
+            let first = a.read(&file, 4..104, |r| {
+                first_store.get(r, answer.lock().unwrap().take())
             });
-            let open = async {
-                tokio::task::yield_now().await;
-                gate.notify_waiters();
-            };
-            let (_, second, ()) = tokio::join!(first, second, open);
-            assert_eq!(second.unwrap(), Body::Fetched(body(100)));
-            assert_eq!(sent.load(Ordering::SeqCst), 2, "the waiter sent its own");
+            let second = b.read(&file, 4..104, |r| second_store.get(r, None));
+            let (_, second, ()) = tokio::join!(first, second, open_later(&first_store));
+            let second = second.unwrap();
+            assert_eq!(second.bytes, bytes_of(4..104));
+            assert_eq!(second.waited, 0);
+            assert_eq!(
+                second_store.asked(),
+                vec![4..104],
+                "the waiter sent its own"
+            );
             assert_eq!(reads.in_flight(), 0);
         }
     }
@@ -244,19 +408,40 @@ mod tests {
     #[tokio::test]
     async fn a_waiter_fetches_for_itself_when_the_shared_read_is_dropped() {
         let reads = Arc::new(SharedReads::default());
-        let file = object();
         let (a, b) = (reads.join(), reads.join());
-        let (sent, gate) = (AtomicUsize::new(0), Notify::new());
-        let mut first = Box::pin(a.read(&file, 4..104, || gated(&sent, &gate, Ok(body(100)))));
+        let (first_store, second_store) = (Store::new(true), Store::new(false));
+        let file = object();
+        let mut first = Box::pin(a.read(&file, 4..104, |r| first_store.get(r, None)));
         // Listed, then stopped (its scan released it unserved).
         assert!(futures::poll!(first.as_mut()).is_pending());
-        let second = b.read(&file, 4..104, || async { Ok(body(100)) });
+        let second = b.read(&file, 4..104, |r| second_store.get(r, None));
         let stop = async {
             tokio::task::yield_now().await;
             drop(first);
         };
         let (second, ()) = tokio::join!(second, stop);
-        assert_eq!(second.unwrap(), Body::Fetched(body(100)));
+        assert_eq!(second.unwrap().bytes, bytes_of(4..104));
+        assert_eq!(second_store.asked(), vec![4..104]);
         assert_eq!(reads.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_part_sent_that_comes_back_short_reads_the_range_whole() {
+        let reads = Arc::new(SharedReads::default());
+        let (a, b) = (reads.join(), reads.join());
+        let (first_store, second_store) = (Store::new(true), Store::new(false));
+        let file = object();
+        // The second scan's own part ends past the object (a demand read
+        // of a corrupt footer's range, clamped): the range is read whole.
+        let first = a.read(&file, 500..600, |r| first_store.get(r, None));
+        let second = b.read(&file, 400..600, |r| {
+            let short = (r.start == 400 && r.end == 500).then(|| Ok(bytes_of(400..450)));
+            second_store.get(r, short)
+        });
+        let (_, second, ()) = tokio::join!(first, second, open_later(&first_store));
+        let second = second.unwrap();
+        assert_eq!(second_store.asked(), vec![400..500, 400..600]);
+        assert_eq!(second.bytes, bytes_of(400..600));
+        assert_eq!(second.waited, 0);
     }
 }

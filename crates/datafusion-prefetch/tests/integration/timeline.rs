@@ -74,9 +74,11 @@ async fn one_file_requests(policy: &str, sql: &str, plan_shows: &str) -> (usize,
     (records.len(), issued_before_first_landed(&records), result)
 }
 
-/// A self-join of one single-row-group file under `policy`.
+/// A self-join of one single-row-group file under `policy`. The two sides
+/// read different columns: reads of the same bytes at once would be shared
+/// (`mechanism::two_scans_reading_the_same_bytes_at_once_send_one_request`).
 async fn join_requests(policy: &str) -> (usize, usize, String) {
-    let sql = "SELECT count(*), sum(b.payload) FROM t a JOIN t b ON a.id = b.id";
+    let sql = "SELECT count(*), sum(b.id) FROM t a JOIN t b ON a.payload = b.id";
     one_file_requests(policy, sql, "HashJoinExec").await
 }
 
@@ -121,9 +123,10 @@ async fn streams_started_but_never_polled_release_everything_when_dropped() {
 }
 
 /// A scalar subquery over the one-file table: DataFusion runs the main
-/// input only once the subquery has its value.
+/// input only once the subquery has its value. The two read different
+/// columns (reads of the same bytes at once would be shared).
 const SCALAR_SUBQUERY: &str =
-    "SELECT count(*), sum(id) FROM t WHERE payload > (SELECT avg(payload) FROM t)";
+    "SELECT count(*), sum(id) FROM t WHERE id < (SELECT avg(payload) FROM t)";
 
 /// [`SCALAR_SUBQUERY`] under `policy`.
 async fn scalar_subquery_requests(policy: &str) -> (usize, usize, String) {
