@@ -9,7 +9,8 @@ use datafusion_prefetch::PrefetchStats;
 pub struct ScanTotals {
     /// Data requests the scans issued (zero with policy `off`, which does not count).
     pub requests: u64,
-    /// Bytes the scans requested.
+    /// Bytes the scans requested of the store (what one scan's requests
+    /// brought another, `bytes_shared`, counts once).
     pub bytes_fetched: u64,
     /// Bytes fetched ahead and never used.
     pub bytes_wasted: u64,
@@ -22,7 +23,7 @@ impl ScanTotals {
     pub fn of(stats: &[Arc<PrefetchStats>]) -> Self {
         stats.iter().fold(Self::default(), |t, s| Self {
             requests: t.requests + s.requests(),
-            bytes_fetched: t.bytes_fetched + s.bytes_fetched(),
+            bytes_fetched: t.bytes_fetched + (s.bytes_fetched() - s.bytes_shared()),
             bytes_wasted: t.bytes_wasted + s.bytes_wasted(),
             peak_staged_bytes: t.peak_staged_bytes.max(s.peak_staged_bytes()),
         })
