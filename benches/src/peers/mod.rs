@@ -130,6 +130,9 @@ pub struct PeerRun {
     pub latency: String,
     pub partitions: usize,
     pub wall_ms: f64,
+    /// DataFusion engines: of `wall_ms`, the time until every table was
+    /// registered (listed, its schema inferred), before the query planned.
+    pub register_ms: Option<f64>,
     pub rows: usize,
     pub checksum: String,
     pub peak_rss_bytes: u64,
@@ -145,6 +148,7 @@ struct Reported {
     rows: Option<usize>,
     checksum: Option<String>,
     wall_ms: Option<f64>,
+    register_ms: Option<f64>,
     peak_rss_bytes: Option<u64>,
     error: Option<String>,
 }
@@ -703,6 +707,7 @@ pub async fn run(config: PeersConfig) -> Result<bool, Box<dyn std::error::Error>
                     latency: config.latency_label.clone(),
                     partitions: config.partitions,
                     wall_ms: field(|r| r.wall_ms),
+                    register_ms: reported.as_ref().and_then(|r| r.register_ms),
                     rows: reported.as_ref().and_then(|r| r.rows).unwrap_or(0),
                     checksum: reported
                         .as_ref()

@@ -45,7 +45,8 @@
 //! `FileSource`), [`PrefetchingParquetTable`] (a `TableProvider`) with its
 //! [`PrefetchingParquetFormat`], the session
 //! helpers [`enable_prefetch`] and [`prefetching_context`] with
-//! [`PrefetchScanRule`] and [`PrefetchLateScanRule`], the settings
+//! [`PrefetchScanRule`] and [`PrefetchLateScanRule`],
+//! [`register_parquet_tables`] to register many tables at once, the settings
 //! [`PrefetchOptions`], the process-wide
 //! [`PrefetchGovernor`], [`PrefetchStats`] / [`prefetch_stats`] to watch
 //! scans, and [`prefetching_scan`] to find them in a plan. How it works:
@@ -61,9 +62,10 @@
 //!   and serves the Parquet decoder's reads;
 //! - `planning`: footers read ahead while a table's schema is inferred
 //!   ([`PrefetchingParquetFormat`]);
+//! - `sharing`: reads of the same bytes by scans running at once, sent once;
 //! - `source`, `running`, `session`, `late_scans`, `plan_scans`, `table`,
-//!   `profiles`: how it plugs into DataFusion (`running`: one driver per
-//!   execution of a plan);
+//!   `profiles`, `registering`: how it plugs into DataFusion (`running`: one
+//!   driver per execution of a plan);
 //! - `metrics`: what `EXPLAIN ANALYZE` and [`PrefetchStats`] report.
 
 #![warn(missing_docs)]
@@ -79,6 +81,7 @@ mod metrics;
 mod plan_scans;
 mod planning;
 mod profiles;
+mod registering;
 mod running;
 mod scheduler;
 mod session;
@@ -97,6 +100,7 @@ pub use metrics::PrefetchStats;
 pub use plan_scans::{prefetch_stats, prefetching_scan};
 pub use planning::{PrefetchingParquetFormat, PrefetchingParquetFormatFactory};
 pub use profiles::StoreProfiles;
+pub use registering::register_parquet_tables;
 pub use session::{PrefetchScanRule, enable_prefetch, prefetching_context};
 pub use source::PrefetchingParquetSource;
 pub use table::{PrefetchingParquetTable, PrefetchingParquetTableBuilder};

@@ -78,9 +78,12 @@ fn run_sql(runtime: &tokio::runtime::Runtime, cli: &Cli) -> datafusion::common::
         metrics: cli.metrics,
     };
     let mut session = Session::new(options)?;
-    for table in &cli.tables {
-        runtime.block_on(session.register_table(&table.name, &table.url))?;
-    }
+    let tables: Vec<(&str, &str)> = cli
+        .tables
+        .iter()
+        .map(|t| (t.name.as_str(), t.url.as_str()))
+        .collect();
+    runtime.block_on(session.register_tables(&tables))?;
     if cli.commands.is_empty() && cli.files.is_empty() {
         shell::run(runtime, &mut session)?;
         return Ok(ExitCode::SUCCESS);

@@ -16,6 +16,7 @@ use datafusion_prefetch::{
 };
 use datafusion_prefetch_simstore::{LatencyModel, SimulatedStoreConfig};
 use futures::StreamExt;
+use futures::future::try_join_all;
 use serde::Serialize;
 
 use crate::cli::Format;
@@ -112,25 +113,37 @@ impl Session {
         })
     }
 
-    /// Register the Parquet file or folder at `url` as table `name`, first
-    /// registering an object store for the URL's scheme and authority.
+    /// Register the Parquet file or folder at each `(name, url)` as table
+    /// `name`, first registering an object store for each URL's scheme and
+    /// authority.
     ///
-    /// The table is made as `CREATE EXTERNAL TABLE … STORED AS PARQUET
+    /// A table is made as `CREATE EXTERNAL TABLE … STORED AS PARQUET
     /// LOCATION` makes it in the shell (and in datafusion-cli), so hive
-    /// partition folders (`year=2024/`) become columns the same way.
-    pub async fn register_table(&mut self, name: &str, url: &str) -> Result<()> {
-        let context =
-            |e: DataFusionError| e.context(format!("cannot register table '{name}' at {url}"));
-        let table_url = ListingTableUrl::parse(url).map_err(context)?;
-        self.stores
-            .register_for(&self.ctx, table_url.object_store().as_ref())
-            .map_err(context)?;
-        let ddl = format!(
-            "CREATE EXTERNAL TABLE {} STORED AS PARQUET LOCATION '{}'",
-            table_identifier(name),
-            url.replace('\'', "''")
-        );
-        self.ctx.sql(&ddl).await.map_err(context)?;
+    /// partition folders (`year=2024/`) become columns the same way. The
+    /// tables are made all at once: each lists its location and reads its
+    /// footers while the others do (one after another, every table would add
+    /// its round trips to a remote store). The first error is returned.
+    pub async fn register_tables(&mut self, tables: &[(&str, &str)]) -> Result<()> {
+        let context = |name: &str, url: &str| {
+            let (name, url) = (name.to_string(), url.to_string());
+            move |e: DataFusionError| e.context(format!("cannot register table '{name}' at {url}"))
+        };
+        for &(name, url) in tables {
+            let table_url = ListingTableUrl::parse(url).map_err(context(name, url))?;
+            self.stores
+                .register_for(&self.ctx, table_url.object_store().as_ref())
+                .map_err(context(name, url))?;
+        }
+        let ctx = &self.ctx;
+        try_join_all(tables.iter().map(|&(name, url)| async move {
+            let ddl = format!(
+                "CREATE EXTERNAL TABLE {} STORED AS PARQUET LOCATION '{}'",
+                table_identifier(name),
+                url.replace('\'', "''")
+            );
+            ctx.sql(&ddl).await.map_err(context(name, url))
+        }))
+        .await?;
         Ok(())
     }
 

@@ -11,6 +11,7 @@ use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_prefetch::{
     ByteSize, PrefetchGovernor, PrefetchingParquetFormatFactory, PrefetchingParquetTable,
+    register_parquet_tables,
 };
 use datafusion_prefetch_simstore::{
     RequestState, SimulatedStore, SimulatedStoreConfig, StoreStats,
@@ -269,4 +270,84 @@ async fn no_footer_is_read_ahead_only_to_be_evicted_from_a_small_cache() {
             );
         }
     }
+}
+
+/// Four tables of two files each in a store at 30 ms per request,
+/// registered with `register_parquet_tables` or (`at_once: false`) one
+/// after another: whether each table's first footer read went out before
+/// any table's footer read landed, and how many rows each table has.
+async fn register_four_tables(at_once: bool) -> (Vec<bool>, Vec<String>) {
+    let memory = InMemory::new();
+    for table in 0..4u64 {
+        for file in 0..2u64 {
+            let path = Path::from(format!("tpch/t{table}/part-{file}.parquet"));
+            let first = (table * 2 + file) * 100;
+            memory
+                .put(&path, parquet_file(first, 100, 50).into())
+                .await
+                .unwrap();
+        }
+    }
+    let store = SimulatedStore::new(
+        memory,
+        SimulatedStoreConfig::fixed(Duration::from_millis(30)),
+    );
+    let stats = store.stats();
+    let runtime = RuntimeEnvBuilder::new().build_arc().unwrap();
+    let ctx = prefetching_session(SessionConfig::new(), runtime, Arc::new(store));
+    let tables: Vec<(String, String)> = (0..4)
+        .map(|t| (format!("t{t}"), format!("sim://bucket/tpch/t{t}/")))
+        .collect();
+    let options = datafusion::prelude::ParquetReadOptions::default();
+    if at_once {
+        register_parquet_tables(&ctx, tables.clone(), options)
+            .await
+            .unwrap();
+    } else {
+        for (name, location) in &tables {
+            ctx.register_parquet(name.as_str(), location, options.clone())
+                .await
+                .unwrap();
+        }
+    }
+    let records = stats.records();
+    let first_landed = records.iter().filter_map(|r| r.finished_at).min().unwrap();
+    let went_out_together = (0..4)
+        .map(|t| {
+            let prefix = format!("tpch/t{t}/");
+            records
+                .iter()
+                .filter(|r| r.path.starts_with(&prefix))
+                .map(|r| r.started_at)
+                .min()
+                .is_some_and(|first| first < first_landed)
+        })
+        .collect();
+    let mut counts = vec![];
+    for (name, _) in &tables {
+        let batches = ctx
+            .sql(&format!("SELECT count(*) FROM {name}"))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        counts.push(pretty_format_batches(&batches).unwrap().to_string());
+    }
+    (went_out_together, counts)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_registered_at_once_read_their_footers_together() {
+    let (together, counts) = register_four_tables(true).await;
+    assert_eq!(
+        together,
+        vec![true; 4],
+        "every table's footers went out at once"
+    );
+    // One after another, a table's footers wait for the previous table's.
+    let (apart, counts_apart) = register_four_tables(false).await;
+    assert_eq!(apart, vec![true, false, false, false]);
+    assert_eq!(counts, counts_apart);
+    assert!(counts.iter().all(|c| c.contains("200")), "{counts:?}");
 }
