@@ -70,7 +70,13 @@ pub(crate) struct Hedging<'a> {
 /// scans reading the same bytes at the same time.
 #[derive(Clone, Copy)]
 pub(crate) struct SharedObject<'a> {
-    pub sharing: &'a ReadSharing,
+    /// `None`: not shared. Only background fetches share: a task of its own
+    /// drives each of their requests, so a scan waiting for one never waits
+    /// on a stream nobody polls (a demand read progresses only while its
+    /// decoder is polled, and an operator may stop polling one input until
+    /// another, which could be the waiter, is done), and a decoder that gave
+    /// up on a stalled read-ahead reads from the store, not from it again.
+    pub sharing: Option<&'a ReadSharing>,
     pub object: &'a ObjectKey,
 }
 
@@ -119,10 +125,10 @@ pub(crate) async fn fetch_planned(
         Ok(body)
     };
     let bodies = try_join_all(plan.requests.iter().map(|request| async move {
-        let read = shared
-            .sharing
-            .read(shared.object, request.clone(), fetch)
-            .await?;
+        let Some(sharing) = shared.sharing else {
+            return fetch(request.clone()).await;
+        };
+        let read = sharing.read(shared.object, request.clone(), fetch).await?;
         if read.waited > 0 {
             hedging.metrics.reads_shared(read.waited, read.shared);
         }

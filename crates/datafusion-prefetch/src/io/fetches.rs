@@ -53,11 +53,6 @@ impl Fetches {
         }
     }
 
-    /// How this scan's reads are shared with other scans'.
-    pub(crate) fn sharing(&self) -> &ReadSharing {
-        &self.sharing
-    }
-
     /// Start fetch `id` of `object`: the GETs of its request plan, one
     /// buffer per range the plan was made for, each keeping `hold` (the
     /// governor's reservation) until the last of them is dropped. When the
@@ -90,7 +85,7 @@ impl Fetches {
                 metrics: &metrics,
             };
             let shared = SharedObject {
-                sharing: &sharing,
+                sharing: Some(&sharing),
                 object: &object,
             };
             match fetch_planned(

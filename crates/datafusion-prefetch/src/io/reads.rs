@@ -186,8 +186,9 @@ impl ScanDriver {
         let mut fetched = match &plan.demand_requests {
             Some(requests) => {
                 let object = self.units.object(file);
+                // Not shared: see `SharedObject::sharing`.
                 let shared = SharedObject {
-                    sharing: self.fetches.sharing(),
+                    sharing: None,
                     object: &object,
                 };
                 let sink = self.sink();
