@@ -66,17 +66,17 @@ pub(crate) struct Hedging<'a> {
     pub metrics: &'a ScanMetrics,
 }
 
-/// The object a fetch reads, and how its requests are shared with other
-/// scans reading the same bytes at the same time.
+/// How a fetch's requests are shared with other scans reading the same
+/// bytes at the same time: this scan's side, and the object version read.
+/// Only background fetches share: a task of its own drives each of their
+/// requests, so a scan waiting for one never waits on a stream nobody polls
+/// (a demand read progresses only while its decoder is polled, and an
+/// operator may stop polling one input until another, which could be the
+/// waiter, is done), and a decoder that gave up on a stalled read-ahead
+/// reads from the store, not from it again.
 #[derive(Clone, Copy)]
 pub(crate) struct SharedObject<'a> {
-    /// `None`: not shared. Only background fetches share: a task of its own
-    /// drives each of their requests, so a scan waiting for one never waits
-    /// on a stream nobody polls (a demand read progresses only while its
-    /// decoder is polled, and an operator may stop polling one input until
-    /// another, which could be the waiter, is done), and a decoder that gave
-    /// up on a stalled read-ahead reads from the store, not from it again.
-    pub sharing: Option<&'a ReadSharing>,
+    pub sharing: &'a ReadSharing,
     pub object: &'a ObjectKey,
 }
 
@@ -87,13 +87,13 @@ pub(crate) struct SharedObject<'a> {
 /// timed: the wait says nothing about the store).
 pub(crate) async fn fetch_planned(
     store: &dyn ObjectStore,
-    shared: SharedObject<'_>,
+    location: &Path,
+    shared: Option<SharedObject<'_>>,
     plan: &RequestPlan,
     short: ShortBodies,
     hedging: Hedging<'_>,
     sink: &Reports,
 ) -> object_store::Result<Vec<Bytes>> {
-    let location = &shared.object.location;
     let fetch = |range: Range<u64>| async move {
         let expected = range.end - range.start;
         hedging.metrics.request(expected);
@@ -125,10 +125,10 @@ pub(crate) async fn fetch_planned(
         Ok(body)
     };
     let bodies = try_join_all(plan.requests.iter().map(|request| async move {
-        let Some(sharing) = shared.sharing else {
+        let Some(SharedObject { sharing, object }) = shared else {
             return fetch(request.clone()).await;
         };
-        let read = sharing.read(shared.object, request.clone(), fetch).await?;
+        let read = sharing.read(object, request.clone(), fetch).await?;
         if read.waited > 0 {
             hedging.metrics.reads_shared(read.waited, read.shared);
         }

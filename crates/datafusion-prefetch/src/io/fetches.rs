@@ -85,12 +85,13 @@ impl Fetches {
                 metrics: &metrics,
             };
             let shared = SharedObject {
-                sharing: Some(&sharing),
+                sharing: &sharing,
                 object: &object,
             };
             match fetch_planned(
                 store.as_ref(),
-                shared,
+                &object.location,
+                Some(shared),
                 &requests,
                 ShortBodies::Fail,
                 hedging,

@@ -17,7 +17,7 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
 
 use super::driver::{ScanDriver, Served};
-use super::fetch::{SharedObject, ShortBodies, fetch_planned};
+use super::fetch::{ShortBodies, fetch_planned};
 use super::fetches::Buffers;
 use super::footer_layout::layout_of;
 use super::read_error;
@@ -185,17 +185,14 @@ impl ScanDriver {
         };
         let mut fetched = match &plan.demand_requests {
             Some(requests) => {
-                let object = self.units.object(file);
-                // Not shared: see `SharedObject::sharing`.
-                let shared = SharedObject {
-                    sharing: None,
-                    object: &object,
-                };
+                let location = &self.units.file(file).object_meta.location;
                 let sink = self.sink();
                 let hedging = self.hedging();
+                // Not shared: see `SharedObject`.
                 let planned = fetch_planned(
                     self.store.as_ref(),
-                    shared,
+                    location,
+                    None,
                     requests,
                     ShortBodies::Clamp,
                     hedging,
