@@ -13,6 +13,7 @@ use futures::future::try_join_all;
 use object_store::path::Path;
 use object_store::{GetOptions, GetResult, ObjectStore};
 
+use super::hedge::first_of_two;
 use super::sink::{Reports, report};
 use crate::metrics::ScanMetrics;
 use crate::scheduler::{Event, RequestPlan};
@@ -52,11 +53,6 @@ impl HedgeDelay {
         }
     }
 }
-
-/// How often a GET waiting for its first byte looks again whether the
-/// scheduler has a delay to hedge after (it has none until it has timed a
-/// request of the store).
-const HEDGE_RECHECK: Duration = Duration::from_millis(10);
 
 /// Whether and when to send a GET again beside itself, and where to count it.
 #[derive(Clone, Copy)]
@@ -141,48 +137,22 @@ pub(crate) async fn fetch_planned(
     Ok(assemble(plan, &bodies))
 }
 
-/// The answer to a GET. Unanswered after `hedging.after`, the same GET is
-/// sent beside it and the first of the two to answer is read; the other is
-/// dropped, which cancels it before any of its body is read. A failed one
-/// leaves the answer to the other.
+/// The answer to a GET, hedged as `hedging` says ([`first_of_two`]).
 async fn first_answer(
     store: &dyn ObjectStore,
     location: &Path,
     options: GetOptions,
     hedging: Hedging<'_>,
 ) -> object_store::Result<GetResult> {
-    let started = Instant::now();
-    let first = store.get_opts(location, options.clone());
     let Some(after) = hedging.after else {
-        return first.await;
+        return store.get_opts(location, options).await;
     };
-    tokio::pin!(first);
-    loop {
-        let wait = match after.get() {
-            Some(after) => match after.checked_sub(started.elapsed()) {
-                Some(left) if !left.is_zero() => left,
-                _ => break,
-            },
-            None => HEDGE_RECHECK,
-        };
-        tokio::select! {
-            answer = &mut first => return answer,
-            () = tokio::time::sleep(wait) => {}
-        }
-    }
-    hedging.metrics.request_hedged();
-    let second = store.get_opts(location, options);
-    tokio::pin!(second);
-    tokio::select! {
-        answer = &mut first => match answer {
-            Ok(answer) => Ok(answer),
-            Err(_) => second.await,
-        },
-        answer = &mut second => match answer {
-            Ok(answer) => Ok(answer),
-            Err(_) => first.await,
-        },
-    }
+    first_of_two(
+        || store.get_opts(location, options.clone()),
+        || after.get(),
+        || hedging.metrics.request_hedged(),
+    )
+    .await
 }
 
 /// Each range's bytes from the bodies of the plan's requests: a slice of one

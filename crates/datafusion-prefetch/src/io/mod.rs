@@ -7,7 +7,8 @@
 //! - `reads.rs`: serving the decoder's footers, slices and byte ranges;
 //! - `start.rs`: streams starting early, and `auto`'s store probe;
 //! - `fetches.rs`, `footers.rs`, `probe.rs`, `tasks.rs`: the background work
-//!   and its slots; `fetch.rs`: the store requests themselves;
+//!   and its slots; `fetch.rs`: the store requests themselves; `hedge.rs`:
+//!   a request sent again beside itself when slow to answer;
 //! - `reservation.rs`: the memory-pool reservation; `sink.rs`: how
 //!   background work reports back; `units.rs`: the scan's files by id;
 //!   `footer_layout.rs`: parquet metadata to the scheduler's plain data;
@@ -20,6 +21,7 @@ mod fetch;
 mod fetches;
 mod footer_layout;
 mod footers;
+mod hedge;
 mod morsel;
 mod probe;
 mod pruning;
@@ -36,6 +38,7 @@ mod units;
 pub(crate) use driver::{DriverParts, ScanDriver};
 #[cfg(feature = "fuzzing")]
 pub(crate) use footer_layout::{layout_from_metadata, offset_index_fits};
+pub(crate) use hedge::first_of_two;
 pub(crate) use morsel::ObservedMorselizer;
 pub(crate) use pruning::StatisticsPruning;
 pub(crate) use reader::PrefetchingReaderFactory;

@@ -150,6 +150,21 @@ impl AutoTuner {
         );
     }
 
+    /// A request answered its first byte after `first_byte`, its transfer not
+    /// timed (a caller handed the body on unread): a round trip, and nothing
+    /// about the bandwidth.
+    pub fn observe_first_byte(&mut self, first_byte: Duration) {
+        let seconds = first_byte.as_secs_f64();
+        push(
+            &mut self.requests,
+            RequestSample {
+                bytes: 0,
+                seconds,
+                first_byte: Some(seconds),
+            },
+        );
+    }
+
     /// A decoder spent `busy` — decoding, and waiting for its consumer to pull
     /// — on `bytes` it had been handed, before asking for more.
     pub fn observe_decode(&mut self, bytes: u64, busy: Duration) {

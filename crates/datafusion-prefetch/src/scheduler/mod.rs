@@ -53,7 +53,7 @@ mod state;
 mod tests;
 mod tuning;
 
-pub(crate) use auto::{AutoSnapshot, AutoTuner};
+pub(crate) use auto::{AutoSnapshot, AutoTuner, DEFAULT_RTT};
 pub(crate) use layout::{ChunkPages, FileLayout, PageSpan};
 pub(crate) use protocol::{
     Action, CoreConfig, CoreStats, Event, FetchId, FileId, Part, PartitionId, ReadPlan,

@@ -18,6 +18,7 @@ mod mechanism;
 mod memory_pressure;
 mod planning;
 mod pools;
+mod registering;
 mod sql;
 mod streaming;
 mod support;

@@ -1,0 +1,114 @@
+//! Sending a request again beside itself when it is slow to answer.
+//!
+//! On an object store most requests answer near the median round trip and a
+//! few wait several times longer (on S3 one in ten over three times the
+//! median); a second identical request is likely to take a path that is not
+//! slow. Whoever answers first is read, the other is dropped, which cancels
+//! it before any of its body is read.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// How often a request waiting for its answer looks again whether there is a
+/// delay to hedge after (there is none until the store has been measured).
+const RECHECK: Duration = Duration::from_millis(10);
+
+/// The answer to `send()`. Unanswered after `after()` — read again while it
+/// waits, so a request sent before the store was measured is hedged once it
+/// has been; `None` means no delay yet — the same request is sent again
+/// beside it (`hedged` is called then) and the first of the two to answer is
+/// returned. A failed one leaves the answer to the other.
+pub(crate) async fn first_of_two<T, E, Fut>(
+    send: impl Fn() -> Fut,
+    after: impl Fn() -> Option<Duration>,
+    hedged: impl FnOnce(),
+) -> Result<T, E>
+where
+    Fut: Future<Output = Result<T, E>>,
+{
+    let started = Instant::now();
+    let first = send();
+    tokio::pin!(first);
+    loop {
+        let wait = match after() {
+            Some(after) => match after.checked_sub(started.elapsed()) {
+                Some(left) if !left.is_zero() => left,
+                _ => break,
+            },
+            None => RECHECK,
+        };
+        tokio::select! {
+            answer = &mut first => return answer,
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+    hedged();
+    let second = send();
+    tokio::pin!(second);
+    tokio::select! {
+        answer = &mut first => match answer {
+            Ok(answer) => Ok(answer),
+            Err(_) => second.await,
+        },
+        answer = &mut second => match answer {
+            Ok(answer) => Ok(answer),
+            Err(_) => first.await,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// A request whose `n`th sending (from 0) answers after `delays[n]`.
+    async fn answer_after(delays: &[u64], sent: &AtomicUsize) -> Result<usize, ()> {
+        let n = sent.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(delays[n])).await;
+        Ok(n)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_request_is_answered_by_its_hedge() {
+        let sent = AtomicUsize::new(0);
+        let mut hedges = 0;
+        let answer = first_of_two(
+            || answer_after(&[1000, 20], &sent),
+            || Some(Duration::from_millis(50)),
+            || hedges += 1,
+        )
+        .await;
+        // The second sending, out at 50 ms, answers at 70 ms.
+        assert_eq!(answer, Ok(1));
+        assert_eq!(hedges, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_answered_in_time_is_sent_once() {
+        let sent = AtomicUsize::new(0);
+        let answer = first_of_two(
+            || answer_after(&[30, 1], &sent),
+            || Some(Duration::from_millis(50)),
+            || panic!("hedged"),
+        )
+        .await;
+        assert_eq!(answer, Ok(0));
+        assert_eq!(sent.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_delay_a_request_is_never_hedged() {
+        let sent = AtomicUsize::new(0);
+        let answer = first_of_two(
+            || answer_after(&[5000], &sent),
+            || None,
+            || panic!("hedged"),
+        )
+        .await;
+        assert_eq!(answer, Ok(0));
+    }
+}
