@@ -15,6 +15,10 @@ pub const S3_BANDWIDTH_BYTES_PER_SEC: u64 = 100 * 1024 * 1024;
 /// prefetcher queues the way it would against a real client pool.
 pub const S3_MAX_CONNECTIONS: usize = 128;
 
+/// Keys per LIST page of the [`s3`](SimulatedStoreConfig::s3) profile: S3's
+/// `ListObjectsV2` returns at most 1,000 keys per response.
+pub const S3_LIST_PAGE_KEYS: usize = 1000;
+
 /// Seed used by [`SimulatedStoreConfig::default`] and the named profiles.
 pub const DEFAULT_SEED: u64 = 0x5EED_5EED;
 
@@ -46,6 +50,11 @@ pub struct SimulatedStoreConfig {
     /// Maximum number of requests on the wire at once; further requests wait
     /// for a free connection. `None` = unlimited. Must not be `Some(0)`.
     pub max_connections: Option<usize>,
+    /// Entries (keys, and common prefixes under a delimiter) per LIST page:
+    /// each page is a LIST request of its own, sent once the page before has
+    /// answered, as S3 pages a listing. `None` = a listing of any length is
+    /// one request. Must not be `Some(0)`.
+    pub list_page_keys: Option<usize>,
     /// Seed of the latency RNG. The same seed and the same request order
     /// give the same delays.
     pub seed: u64,
@@ -68,6 +77,7 @@ impl SimulatedStoreConfig {
             list_latency: LatencyModel::None,
             bandwidth_bytes_per_sec: None,
             max_connections: None,
+            list_page_keys: None,
             seed: DEFAULT_SEED,
         }
     }
@@ -85,14 +95,16 @@ impl SimulatedStoreConfig {
 
     /// An in-region S3 profile: [`LatencyModel::S3`] for GETs,
     /// [`LatencyModel::S3List`] for LISTs,
-    /// [`S3_BANDWIDTH_BYTES_PER_SEC`] per connection and
-    /// [`S3_MAX_CONNECTIONS`] connections.
+    /// [`S3_BANDWIDTH_BYTES_PER_SEC`] per connection,
+    /// [`S3_MAX_CONNECTIONS`] connections and listings paged by
+    /// [`S3_LIST_PAGE_KEYS`].
     pub fn s3() -> Self {
         Self {
             latency: LatencyModel::S3,
             list_latency: LatencyModel::S3List,
             bandwidth_bytes_per_sec: Some(S3_BANDWIDTH_BYTES_PER_SEC),
             max_connections: Some(S3_MAX_CONNECTIONS),
+            list_page_keys: Some(S3_LIST_PAGE_KEYS),
             seed: DEFAULT_SEED,
         }
     }
@@ -137,6 +149,13 @@ impl SimulatedStoreConfig {
         self
     }
 
+    /// Sets the entries per LIST page (`None` = one request per listing).
+    #[must_use]
+    pub fn with_list_page_keys(mut self, keys: Option<usize>) -> Self {
+        self.list_page_keys = keys;
+        self
+    }
+
     /// Sets the latency RNG seed.
     #[must_use]
     pub fn with_seed(mut self, seed: u64) -> Self {
@@ -147,7 +166,7 @@ impl SimulatedStoreConfig {
 
 impl fmt::Display for SimulatedStoreConfig {
     /// One line suitable for benchmark output, e.g.
-    /// `latency=s3 list_latency=s3-list bandwidth=104857600B/s connections=128 seed=…`.
+    /// `latency=s3 list_latency=s3-list bandwidth=104857600B/s connections=128 list_pages=1000 seed=…`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -161,6 +180,9 @@ impl fmt::Display for SimulatedStoreConfig {
         match self.max_connections {
             Some(c) => write!(f, "connections={c} ")?,
             None => f.write_str("connections=unlimited ")?,
+        }
+        if let Some(keys) = self.list_page_keys {
+            write!(f, "list_pages={keys} ")?;
         }
         write!(f, "seed={}", self.seed)
     }
@@ -181,10 +203,12 @@ mod tests {
         assert_eq!(s3.list_latency, LatencyModel::S3List);
         assert_eq!(s3.bandwidth_bytes_per_sec, Some(100 * 1024 * 1024));
         assert_eq!(s3.max_connections, Some(128));
+        assert_eq!(s3.list_page_keys, Some(1000));
         let d = Duration::from_millis(9);
         let fixed = SimulatedStoreConfig::fixed(d);
         assert_eq!(fixed.list_latency, LatencyModel::Fixed(d));
         assert_eq!(fixed.max_connections, None);
+        assert_eq!(fixed.list_page_keys, None);
         assert_eq!(
             SimulatedStoreConfig::from_latency("s3".parse().unwrap()),
             SimulatedStoreConfig::s3()
@@ -200,7 +224,7 @@ mod tests {
         let s = SimulatedStoreConfig::s3().with_seed(1).to_string();
         assert_eq!(
             s,
-            "latency=s3 list_latency=s3-list bandwidth=104857600B/s connections=128 seed=1"
+            "latency=s3 list_latency=s3-list bandwidth=104857600B/s connections=128 list_pages=1000 seed=1"
         );
     }
 }

@@ -138,7 +138,8 @@ mod stats;
 mod store;
 
 pub use config::{
-    DEFAULT_SEED, S3_BANDWIDTH_BYTES_PER_SEC, S3_MAX_CONNECTIONS, SimulatedStoreConfig,
+    DEFAULT_SEED, S3_BANDWIDTH_BYTES_PER_SEC, S3_LIST_PAGE_KEYS, S3_MAX_CONNECTIONS,
+    SimulatedStoreConfig,
 };
 pub use fault_rules::FaultRules;
 pub use fault_stats::{FaultRecord, FaultStats, InjectedFault};

@@ -18,13 +18,13 @@ use object_store::{
     Result,
 };
 use parking_lot::Mutex;
-use rand::SeedableRng;
 use rand::rngs::StdRng;
+use rand::{RngCore, SeedableRng};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
 use crate::ranges::get_ranges_bounded;
-use crate::{RequestState, SimulatedStoreConfig, StoreStats};
+use crate::{LatencyModel, RequestState, SimulatedStoreConfig, StoreStats};
 
 /// Bandwidth debt below this is carried over to the next chunk instead of
 /// slept off: a timer costs far more than 50 µs of simulated transfer, and
@@ -108,6 +108,10 @@ impl<T: ObjectStore> SimulatedStore<T> {
             "SimulatedStoreConfig::max_connections must be at least 1 (use None for unlimited)"
         );
         assert!(
+            config.list_page_keys != Some(0),
+            "SimulatedStoreConfig::list_page_keys must be at least 1 (use None for one page)"
+        );
+        assert!(
             config.bandwidth_bytes_per_sec != Some(0),
             "SimulatedStoreConfig::bandwidth_bytes_per_sec must be at least 1 (use None for unlimited)"
         );
@@ -142,22 +146,53 @@ impl<T: ObjectStore> SimulatedStore<T> {
     }
 
     /// Wraps a listing so it costs one LIST round trip before its first
-    /// entry. Counting and drawing happen now, at call time, so that the
-    /// LIST delay sequence follows call order rather than poll order.
+    /// entry, and with [`SimulatedStoreConfig::list_page_keys`] one more
+    /// before each further page, one after another. Counting and drawing
+    /// happen now, at call time, so that the LIST delay sequence follows call
+    /// order rather than poll order (a listing's later pages draw from an RNG
+    /// of its own, seeded now).
     fn simulate_list(
         &self,
         listing: BoxStream<'static, Result<ObjectMeta>>,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
+        let (first, pages) = self.start_list();
+        let mut pages = ListPages {
+            pages,
+            stats: Arc::clone(&self.stats),
+            connections: self.connections.clone(),
+            latency: self.config.list_latency,
+        };
+        let start = async move {
+            pages.round_trip(first).await;
+            (listing, 0_usize, pages)
+        };
+        futures::stream::once(start)
+            .flat_map(|(listing, served, pages)| {
+                futures::stream::unfold(
+                    (listing, served, pages),
+                    |(mut listing, served, mut pages)| async move {
+                        let entry = listing.next().await?;
+                        if pages.starts_page(served) {
+                            pages.next_page().await;
+                        }
+                        Some((entry, (listing, served + 1, pages)))
+                    },
+                )
+            })
+            .boxed()
+    }
+
+    /// A LIST request's first delay (counted) and, when listings are paged,
+    /// its later pages' size and RNG.
+    fn start_list(&self) -> (Duration, Option<(usize, StdRng)>) {
         self.stats.count_list();
-        let delay = self.config.list_latency.sample(&mut self.rngs.lock().list);
-        let connections = self.connections.clone();
-        futures::stream::once(async move {
-            let _connection = acquire(connections.as_ref()).await;
-            sleep(delay).await;
-            listing
-        })
-        .flatten()
-        .boxed()
+        let mut rngs = self.rngs.lock();
+        let first = self.config.list_latency.sample(&mut rngs.list);
+        let pages = self
+            .config
+            .list_page_keys
+            .map(|keys| (keys, StdRng::seed_from_u64(rngs.list.next_u64())));
+        (first, pages)
     }
 
     async fn head_request(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
@@ -291,11 +326,23 @@ impl<T: ObjectStore> ObjectStore for SimulatedStore<T> {
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.stats.count_list();
-        let delay = self.config.list_latency.sample(&mut self.rngs.lock().list);
-        let _connection = acquire(self.connections.as_ref()).await;
-        sleep(delay).await;
-        self.inner.list_with_delimiter(prefix).await
+        let (first, pages) = self.start_list();
+        let mut pages = ListPages {
+            pages,
+            stats: Arc::clone(&self.stats),
+            connections: self.connections.clone(),
+            latency: self.config.list_latency,
+        };
+        pages.round_trip(first).await;
+        let listed = self.inner.list_with_delimiter(prefix).await?;
+        // Keys and common prefixes share S3's pages.
+        let entries = listed.objects.len() + listed.common_prefixes.len();
+        for served in 1..entries {
+            if pages.starts_page(served) {
+                pages.next_page().await;
+            }
+        }
+        Ok(listed)
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
@@ -306,6 +353,42 @@ impl<T: ObjectStore> ObjectStore for SimulatedStore<T> {
         // Forwarded rather than left to the default copy + delete, so a
         // wrapped store keeps its own (possibly atomic) rename.
         self.inner.rename_opts(from, to, options).await
+    }
+}
+
+/// The later pages of one listing: each a LIST request of its own, counted
+/// and delayed when the listing reaches it.
+struct ListPages {
+    /// Entries per page and the listing's own RNG; `None`: one page.
+    pages: Option<(usize, StdRng)>,
+    stats: Arc<StoreStats>,
+    connections: Option<Arc<Semaphore>>,
+    latency: LatencyModel,
+}
+
+impl ListPages {
+    /// Whether the entry after `served` ones opens a new page.
+    fn starts_page(&self, served: usize) -> bool {
+        self.pages
+            .as_ref()
+            .is_some_and(|(keys, _)| served > 0 && served.is_multiple_of(*keys))
+    }
+
+    /// One LIST round trip of `delay`, on a connection.
+    async fn round_trip(&mut self, delay: Duration) {
+        let _connection = acquire(self.connections.as_ref()).await;
+        sleep(delay).await;
+    }
+
+    /// The next page's request: counted, and a round trip drawn from the
+    /// listing's RNG.
+    async fn next_page(&mut self) {
+        self.stats.count_list();
+        let delay = match &mut self.pages {
+            Some((_, rng)) => self.latency.sample(rng),
+            None => Duration::ZERO,
+        };
+        self.round_trip(delay).await;
     }
 }
 

@@ -173,6 +173,111 @@ async fn head_and_list_are_counted_and_delayed() {
     assert!(stats.records().is_empty());
 }
 
+/// A store of `keys` one-byte objects under `dir/`, and `prefixes` more in
+/// subfolders `dir/p<i>/`, at 50 ms per LIST request, paged by 1,000.
+async fn paged_store(keys: usize, prefixes: usize) -> SimulatedStore<InMemory> {
+    let config =
+        SimulatedStoreConfig::fixed(Duration::from_millis(50)).with_list_page_keys(Some(1000));
+    let store = store_with(config, &[]).await;
+    let paths = (0..keys)
+        .map(|i| format!("dir/k{i:05}"))
+        .chain((0..prefixes).map(|i| format!("dir/p{i:05}/x")));
+    for path in paths {
+        store
+            .inner()
+            .put(&Path::from(path), vec![0u8].into())
+            .await
+            .unwrap();
+    }
+    store
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_listing_costs_one_round_trip_per_page_one_after_another() {
+    // (keys, pages): a full last page needs no request after it, and an
+    // empty listing is still one request.
+    for (keys, pages) in [(0, 1), (999, 1), (1000, 1), (1001, 2), (2500, 3)] {
+        let store = paged_store(keys, 0).await;
+        let start = Instant::now();
+        let listed: Vec<ObjectMeta> = store
+            .list(Some(&Path::from("dir")))
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(listed.len(), keys);
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_millis(50) * pages,
+            "{keys} keys"
+        );
+        assert_eq!(
+            store.stats().list_requests(),
+            u64::from(pages),
+            "{keys} keys"
+        );
+    }
+    // Unpaged, 2,500 keys are one request.
+    let store = paged_store(2500, 0).await;
+    let unpaged = SimulatedStore::new(
+        store.into_inner(),
+        SimulatedStoreConfig::fixed(Duration::from_millis(50)),
+    );
+    let start = Instant::now();
+    let listed: Vec<ObjectMeta> = unpaged.list(None).try_collect().await.unwrap();
+    assert_eq!(listed.len(), 2500);
+    assert_eq!(start.elapsed(), Duration::from_millis(50));
+    assert_eq!(unpaged.stats().list_requests(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_delimited_listing_pages_keys_and_prefixes_together() {
+    // 700 keys and 700 subfolders: 1,400 entries, two pages.
+    let store = paged_store(700, 700).await;
+    let start = Instant::now();
+    let listed = store
+        .list_with_delimiter(Some(&Path::from("dir")))
+        .await
+        .unwrap();
+    assert_eq!(
+        (listed.objects.len(), listed.common_prefixes.len()),
+        (700, 700)
+    );
+    assert_eq!(start.elapsed(), Duration::from_millis(100));
+    assert_eq!(store.stats().list_requests(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn later_pages_follow_the_seed_whatever_the_poll_order() {
+    // Two paged listings at s3 latency, polled in either order: each page's
+    // delay is the same, so each listing takes as long.
+    async fn took(first: bool) -> (Duration, Duration) {
+        let config = SimulatedStoreConfig::s3().with_seed(3);
+        let store = store_with(config, &[]).await;
+        for i in 0..2500 {
+            let path = Path::from(format!("a/k{i:05}"));
+            store.inner().put(&path, vec![0u8].into()).await.unwrap();
+            let path = Path::from(format!("b/k{i:05}"));
+            store.inner().put(&path, vec![0u8].into()).await.unwrap();
+        }
+        let a = store.list(Some(&Path::from("a")));
+        let b = store.list(Some(&Path::from("b")));
+        let time = |listing: BoxStream<'static, Result<ObjectMeta>>| async move {
+            let start = Instant::now();
+            let n = listing.try_collect::<Vec<_>>().await.unwrap().len();
+            assert_eq!(n, 2500);
+            start.elapsed()
+        };
+        if first {
+            let ta = time(a).await;
+            (ta, time(b).await)
+        } else {
+            let tb = time(b).await;
+            (time(a).await, tb)
+        }
+    }
+    assert_eq!(took(true).await, took(false).await);
+}
+
 #[tokio::test(start_paused = true)]
 async fn s3_profile_is_deterministic_per_seed() {
     async fn latencies(seed: u64) -> Vec<Duration> {
