@@ -20,6 +20,7 @@ mod planning;
 mod pools;
 mod registering;
 mod sql;
+mod stand_in;
 mod streaming;
 mod support;
 mod timeline;

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use super::*;
 use crate::{LatencyModel, RequestRecord};
 
+mod answers;
 mod requests;
 
 const MIB: u64 = 1024 * 1024;
