@@ -1,5 +1,7 @@
 //! The [`SimulatedStore`] wrapper.
 
+mod pages;
+
 use std::fmt;
 use std::future::Future;
 use std::ops::Range;
@@ -23,8 +25,9 @@ use rand::{RngCore, SeedableRng};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
+use self::pages::ListPages;
 use crate::ranges::get_ranges_bounded;
-use crate::{LatencyModel, RequestState, SimulatedStoreConfig, StoreStats};
+use crate::{RequestState, SimulatedStoreConfig, StoreStats};
 
 /// Bandwidth debt below this is carried over to the next chunk instead of
 /// slept off: a timer costs far more than 50 µs of simulated transfer, and
@@ -156,12 +159,12 @@ impl<T: ObjectStore> SimulatedStore<T> {
         listing: BoxStream<'static, Result<ObjectMeta>>,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
         let (first, pages) = self.start_list();
-        let mut pages = ListPages {
+        let mut pages = ListPages::new(
             pages,
-            stats: Arc::clone(&self.stats),
-            connections: self.connections.clone(),
-            latency: self.config.list_latency,
-        };
+            Arc::clone(&self.stats),
+            self.connections.clone(),
+            self.config.list_latency,
+        );
         let start = async move {
             pages.round_trip(first).await;
             (listing, 0_usize, pages)
@@ -327,12 +330,12 @@ impl<T: ObjectStore> ObjectStore for SimulatedStore<T> {
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
         let (first, pages) = self.start_list();
-        let mut pages = ListPages {
+        let mut pages = ListPages::new(
             pages,
-            stats: Arc::clone(&self.stats),
-            connections: self.connections.clone(),
-            latency: self.config.list_latency,
-        };
+            Arc::clone(&self.stats),
+            self.connections.clone(),
+            self.config.list_latency,
+        );
         pages.round_trip(first).await;
         let listed = self.inner.list_with_delimiter(prefix).await?;
         // Keys and common prefixes share S3's pages.
@@ -353,42 +356,6 @@ impl<T: ObjectStore> ObjectStore for SimulatedStore<T> {
         // Forwarded rather than left to the default copy + delete, so a
         // wrapped store keeps its own (possibly atomic) rename.
         self.inner.rename_opts(from, to, options).await
-    }
-}
-
-/// The later pages of one listing: each a LIST request of its own, counted
-/// and delayed when the listing reaches it.
-struct ListPages {
-    /// Entries per page and the listing's own RNG; `None`: one page.
-    pages: Option<(usize, StdRng)>,
-    stats: Arc<StoreStats>,
-    connections: Option<Arc<Semaphore>>,
-    latency: LatencyModel,
-}
-
-impl ListPages {
-    /// Whether the entry after `served` ones opens a new page.
-    fn starts_page(&self, served: usize) -> bool {
-        self.pages
-            .as_ref()
-            .is_some_and(|(keys, _)| served > 0 && served.is_multiple_of(*keys))
-    }
-
-    /// One LIST round trip of `delay`, on a connection.
-    async fn round_trip(&mut self, delay: Duration) {
-        let _connection = acquire(self.connections.as_ref()).await;
-        sleep(delay).await;
-    }
-
-    /// The next page's request: counted, and a round trip drawn from the
-    /// listing's RNG.
-    async fn next_page(&mut self) {
-        self.stats.count_list();
-        let delay = match &mut self.pages {
-            Some((_, rng)) => self.latency.sample(rng),
-            None => Duration::ZERO,
-        };
-        self.round_trip(delay).await;
     }
 }
 
