@@ -73,11 +73,7 @@ impl PhysicalOptimizerRule for PrefetchScanRule {
         plan: Arc<dyn ExecutionPlan>,
         config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let options = config
-            .extensions
-            .get::<PrefetchOptions>()
-            .cloned()
-            .unwrap_or_default();
+        let options = PrefetchOptions::of(config);
         plan.transform_up(|node| {
             let wrapped = node
                 .downcast_ref::<DataSourceExec>()
@@ -121,12 +117,7 @@ impl PhysicalOptimizerRule for PrefetchScanRule {
 pub fn enable_prefetch(state: SessionState) -> SessionState {
     let runtime = Arc::clone(state.runtime_env());
     let config = state.config().clone();
-    let mut options = config
-        .options()
-        .extensions
-        .get::<PrefetchOptions>()
-        .cloned()
-        .unwrap_or_default();
+    let mut options = PrefetchOptions::of(config.options());
     let governor = PrefetchGovernor::of(&runtime);
     if let Some(limit) = options.memory_limit() {
         governor.set_limit(limit);

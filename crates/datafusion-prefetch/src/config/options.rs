@@ -4,7 +4,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use datafusion::common::config::{ConfigEntry, ConfigExtension, ExtensionOptions};
+use datafusion::common::config::{ConfigEntry, ConfigExtension, ConfigOptions, ExtensionOptions};
 use datafusion::common::{DataFusionError, Result};
 
 use super::byte_size::ByteSize;
@@ -158,6 +158,16 @@ const KEYS: [Key; 8] = [
 ];
 
 impl PrefetchOptions {
+    /// The `prefetch.*` settings of a session's `config`: the defaults where
+    /// none were set.
+    pub(crate) fn of(config: &ConfigOptions) -> Self {
+        config
+            .extensions
+            .get::<PrefetchOptions>()
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// The scan policy.
     pub fn policy(&self) -> PrefetchPolicy {
         self.policy

@@ -41,12 +41,7 @@ pub(crate) async fn read_footers_ahead(
     objects: &[ObjectMeta],
     format: &ParquetFormat,
 ) -> FootersRead {
-    let options = state
-        .config_options()
-        .extensions
-        .get::<PrefetchOptions>()
-        .cloned()
-        .unwrap_or_default();
+    let options = PrefetchOptions::of(state.config_options());
     let crypto = &format.options().crypto;
     if options.policy() == PrefetchPolicy::Off
         || crypto.file_decryption.is_some()

@@ -79,15 +79,8 @@ where
     N: Into<TableReference>,
     L: AsRef<str>,
 {
-    let prefetch = ctx
-        .state()
-        .config()
-        .options()
-        .extensions
-        .get::<PrefetchOptions>()
-        .cloned()
-        .unwrap_or_default();
-    let hedges = MetadataHedges::new(&prefetch);
+    let state = ctx.state();
+    let hedges = MetadataHedges::new(&PrefetchOptions::of(state.config().options()));
     if !hedges.enabled() {
         return register_all(ctx, tables, options).await;
     }
@@ -95,7 +88,7 @@ where
     // wrapped: its catalogs and caches (listings, footers, statistics) are
     // the session's own, so the tables and what their registration read are
     // the session's, and its scans read through the stores unwrapped.
-    let runtime = ctx.runtime_env();
+    let runtime = Arc::clone(state.runtime_env());
     let registry = Arc::new(HedgedRegistry::new(
         Arc::clone(&runtime.object_store_registry),
         hedges,
@@ -103,7 +96,7 @@ where
     let hedged_runtime = RuntimeEnvBuilder::from_runtime_env(&runtime)
         .with_object_store_registry(registry)
         .build_arc()?;
-    let state = SessionStateBuilder::new_from_existing(ctx.state())
+    let state = SessionStateBuilder::new_from_existing(state)
         .with_runtime_env(hedged_runtime)
         .build();
     register_all(&SessionContext::new_with_state(state), tables, options).await
