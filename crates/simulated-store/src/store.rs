@@ -159,35 +159,26 @@ impl<T: ObjectStore> SimulatedStore<T> {
         listing: BoxStream<'static, Result<ObjectMeta>>,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
         let (first, pages) = self.start_list();
-        let mut pages = ListPages::new(
-            pages,
-            Arc::clone(&self.stats),
-            self.connections.clone(),
-            self.config.list_latency,
-        );
-        let start = async move {
-            pages.round_trip(first).await;
-            (listing, 0_usize, pages)
-        };
-        futures::stream::once(start)
-            .flat_map(|(listing, served, pages)| {
-                futures::stream::unfold(
-                    (listing, served, pages),
-                    |(mut listing, served, mut pages)| async move {
-                        let entry = listing.next().await?;
-                        if pages.starts_page(served) {
-                            pages.next_page().await;
-                        }
-                        Some((entry, (listing, served + 1, pages)))
-                    },
-                )
-            })
-            .boxed()
+        let state = (listing, 0_usize, pages, Some(first));
+        futures::stream::unfold(
+            state,
+            |(mut listing, served, mut pages, first)| async move {
+                if let Some(first) = first {
+                    pages.round_trip(first).await;
+                }
+                let entry = listing.next().await?;
+                if pages.starts_page(served) {
+                    pages.next_page().await;
+                }
+                Some((entry, (listing, served + 1, pages, None)))
+            },
+        )
+        .boxed()
     }
 
-    /// A LIST request's first delay (counted) and, when listings are paged,
-    /// its later pages' size and RNG.
-    fn start_list(&self) -> (Duration, Option<(usize, StdRng)>) {
+    /// A LIST request's first delay (counted), and its later pages: their
+    /// size and an RNG of their own when listings are paged.
+    fn start_list(&self) -> (Duration, ListPages) {
         self.stats.count_list();
         let mut rngs = self.rngs.lock();
         let first = self.config.list_latency.sample(&mut rngs.list);
@@ -195,6 +186,12 @@ impl<T: ObjectStore> SimulatedStore<T> {
             .config
             .list_page_keys
             .map(|keys| (keys, StdRng::seed_from_u64(rngs.list.next_u64())));
+        let pages = ListPages::new(
+            pages,
+            Arc::clone(&self.stats),
+            self.connections.clone(),
+            self.config.list_latency,
+        );
         (first, pages)
     }
 
@@ -329,13 +326,7 @@ impl<T: ObjectStore> ObjectStore for SimulatedStore<T> {
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        let (first, pages) = self.start_list();
-        let mut pages = ListPages::new(
-            pages,
-            Arc::clone(&self.stats),
-            self.connections.clone(),
-            self.config.list_latency,
-        );
+        let (first, mut pages) = self.start_list();
         pages.round_trip(first).await;
         let listed = self.inner.list_with_delimiter(prefix).await?;
         // Keys and common prefixes share S3's pages.
