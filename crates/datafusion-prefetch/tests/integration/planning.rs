@@ -20,7 +20,7 @@ use object_store::ObjectStoreExt;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 
-use crate::support::{metadata, parquet_file, prefetching_session};
+use crate::support::{metadata, parquet_file, prefetching_session, small_tables_at};
 
 const FILES: usize = 200;
 
@@ -277,21 +277,7 @@ async fn no_footer_is_read_ahead_only_to_be_evicted_from_a_small_cache() {
 /// after another: whether each table's first footer read went out before
 /// any table's footer read landed, and how many rows each table has.
 async fn register_four_tables(at_once: bool) -> (Vec<bool>, Vec<String>) {
-    let memory = InMemory::new();
-    for table in 0..4u64 {
-        for file in 0..2u64 {
-            let path = Path::from(format!("tpch/t{table}/part-{file}.parquet"));
-            let first = (table * 2 + file) * 100;
-            memory
-                .put(&path, parquet_file(first, 100, 50).into())
-                .await
-                .unwrap();
-        }
-    }
-    let store = SimulatedStore::new(
-        memory,
-        SimulatedStoreConfig::fixed(Duration::from_millis(30)),
-    );
+    let store = small_tables_at("tpch", 4, Duration::from_millis(30)).await;
     let stats = store.stats();
     let runtime = RuntimeEnvBuilder::new().build_arc().unwrap();
     let ctx = prefetching_session(SessionConfig::new(), runtime, Arc::new(store));

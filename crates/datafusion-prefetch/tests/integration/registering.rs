@@ -11,36 +11,20 @@ use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig};
 use datafusion_prefetch::register_parquet_tables;
-use datafusion_prefetch_simstore::{
-    Fault, FaultRule, FaultStats, FaultyStore, SimulatedStore, SimulatedStoreConfig,
-};
+use datafusion_prefetch_simstore::{Fault, FaultRule, FaultStats, FaultyStore, SimulatedStore};
 use futures::stream::{self, BoxStream, StreamExt};
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
 };
 
-use crate::support::{parquet_file, prefetching_session};
+use crate::support::{prefetching_session, small_tables_at};
 
 /// Tables `t0` … `t2` of two files each, behind 30 ms per request.
 async fn tables_at_30ms() -> SimulatedStore<InMemory> {
-    let memory = InMemory::new();
-    for table in 0..3u64 {
-        for file in 0..2u64 {
-            let path = Path::from(format!("data/t{table}/part-{file}.parquet"));
-            let first = (table * 2 + file) * 100;
-            memory
-                .put(&path, parquet_file(first, 100, 50).into())
-                .await
-                .unwrap();
-        }
-    }
-    SimulatedStore::new(
-        memory,
-        SimulatedStoreConfig::fixed(Duration::from_millis(30)),
-    )
+    small_tables_at("data", 3, Duration::from_millis(30)).await
 }
 
 /// Register the three tables through `store` with `settings`: how long it

@@ -41,6 +41,28 @@ pub fn parquet_file(first_id: u64, rows: usize, row_group_rows: usize) -> Bytes 
     parquet_file_with(first_id, rows, row_group_rows, |props| props)
 }
 
+/// Tables `t0`, `t1`, … (`tables` of them) under `folder/`, each of two
+/// 100-row files (ids unique across all of them), behind a fixed `latency`
+/// per request.
+pub async fn small_tables_at(
+    folder: &str,
+    tables: u64,
+    latency: Duration,
+) -> SimulatedStore<InMemory> {
+    let memory = InMemory::new();
+    for table in 0..tables {
+        for file in 0..2u64 {
+            let path = Path::from(format!("{folder}/t{table}/part-{file}.parquet"));
+            let first = (table * 2 + file) * 100;
+            memory
+                .put(&path, parquet_file(first, 100, 50).into())
+                .await
+                .unwrap();
+        }
+    }
+    SimulatedStore::new(memory, SimulatedStoreConfig::fixed(latency))
+}
+
 /// Like [`parquet_file`], with the writer's properties adjusted by `adjust`.
 pub fn parquet_file_with(
     first_id: u64,
