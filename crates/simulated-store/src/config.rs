@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::LatencyModel;
+use crate::{LatencyModel, RequestRateLimit, RetryModel};
 
 /// Per-connection bandwidth of the [`s3`](SimulatedStoreConfig::s3) profile:
 /// 100 MiB/s, roughly what a single S3 GET sustains from an EC2 instance in
@@ -55,6 +55,13 @@ pub struct SimulatedStoreConfig {
     /// answered, as S3 pages a listing. `None` = a listing of any length is
     /// one request. Must not be `Some(0)`.
     pub list_page_keys: Option<usize>,
+    /// Requests (GET, HEAD and each LIST page) admitted per second per
+    /// prefix; one over it is answered `503 SlowDown` after a round trip
+    /// and retried as [`retry`](Self::retry) says. `None` = no limit.
+    pub rate_limit: Option<RequestRateLimit>,
+    /// How the client retries a request answered `503 SlowDown`
+    /// (object_store's defaults unless set).
+    pub retry: RetryModel,
     /// Seed of the latency RNG. The same seed and the same request order
     /// give the same delays.
     pub seed: u64,
@@ -78,6 +85,8 @@ impl SimulatedStoreConfig {
             bandwidth_bytes_per_sec: None,
             max_connections: None,
             list_page_keys: None,
+            rate_limit: None,
+            retry: RetryModel::default(),
             seed: DEFAULT_SEED,
         }
     }
@@ -96,8 +105,9 @@ impl SimulatedStoreConfig {
     /// An in-region S3 profile: [`LatencyModel::S3`] for GETs,
     /// [`LatencyModel::S3List`] for LISTs,
     /// [`S3_BANDWIDTH_BYTES_PER_SEC`] per connection,
-    /// [`S3_MAX_CONNECTIONS`] connections and listings paged by
-    /// [`S3_LIST_PAGE_KEYS`].
+    /// [`S3_MAX_CONNECTIONS`] connections, listings paged by
+    /// [`S3_LIST_PAGE_KEYS`], and S3's request rate per prefix
+    /// ([`RequestRateLimit::s3`]) retried as object_store does.
     pub fn s3() -> Self {
         Self {
             latency: LatencyModel::S3,
@@ -105,6 +115,8 @@ impl SimulatedStoreConfig {
             bandwidth_bytes_per_sec: Some(S3_BANDWIDTH_BYTES_PER_SEC),
             max_connections: Some(S3_MAX_CONNECTIONS),
             list_page_keys: Some(S3_LIST_PAGE_KEYS),
+            rate_limit: Some(RequestRateLimit::s3()),
+            retry: RetryModel::default(),
             seed: DEFAULT_SEED,
         }
     }
@@ -156,6 +168,20 @@ impl SimulatedStoreConfig {
         self
     }
 
+    /// Sets the request rate limit per prefix (`None` = no limit).
+    #[must_use]
+    pub fn with_rate_limit(mut self, limit: Option<RequestRateLimit>) -> Self {
+        self.rate_limit = limit;
+        self
+    }
+
+    /// Sets how the client retries a throttled request.
+    #[must_use]
+    pub fn with_retry(mut self, retry: RetryModel) -> Self {
+        self.retry = retry;
+        self
+    }
+
     /// Sets the latency RNG seed.
     #[must_use]
     pub fn with_seed(mut self, seed: u64) -> Self {
@@ -166,7 +192,8 @@ impl SimulatedStoreConfig {
 
 impl fmt::Display for SimulatedStoreConfig {
     /// One line suitable for benchmark output, e.g.
-    /// `latency=s3 list_latency=s3-list bandwidth=104857600B/s connections=128 list_pages=1000 seed=…`.
+    /// `latency=s3 list_latency=s3-list bandwidth=104857600B/s connections=128 list_pages=1000 rate_limit=5500/s burst=5500 seed=…`
+    /// (the retry model is shown only when it is not object_store's).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -183,6 +210,16 @@ impl fmt::Display for SimulatedStoreConfig {
         }
         if let Some(keys) = self.list_page_keys {
             write!(f, "list_pages={keys} ")?;
+        }
+        if let Some(limit) = self.rate_limit {
+            write!(
+                f,
+                "rate_limit={}/s burst={} ",
+                limit.per_second, limit.burst
+            )?;
+        }
+        if self.retry != RetryModel::default() {
+            write!(f, "retry={:?} ", self.retry)?;
         }
         write!(f, "seed={}", self.seed)
     }
@@ -204,11 +241,14 @@ mod tests {
         assert_eq!(s3.bandwidth_bytes_per_sec, Some(100 * 1024 * 1024));
         assert_eq!(s3.max_connections, Some(128));
         assert_eq!(s3.list_page_keys, Some(1000));
+        assert_eq!(s3.rate_limit, Some(RequestRateLimit::s3()));
+        assert_eq!(s3.retry, RetryModel::default());
         let d = Duration::from_millis(9);
         let fixed = SimulatedStoreConfig::fixed(d);
         assert_eq!(fixed.list_latency, LatencyModel::Fixed(d));
         assert_eq!(fixed.max_connections, None);
         assert_eq!(fixed.list_page_keys, None);
+        assert_eq!(fixed.rate_limit, None);
         assert_eq!(
             SimulatedStoreConfig::from_latency("s3".parse().unwrap()),
             SimulatedStoreConfig::s3()
@@ -224,7 +264,8 @@ mod tests {
         let s = SimulatedStoreConfig::s3().with_seed(1).to_string();
         assert_eq!(
             s,
-            "latency=s3 list_latency=s3-list bandwidth=104857600B/s connections=128 list_pages=1000 seed=1"
+            "latency=s3 list_latency=s3-list bandwidth=104857600B/s connections=128 list_pages=1000 \
+             rate_limit=5500/s burst=5500 seed=1"
         );
     }
 }

@@ -10,11 +10,18 @@
 //!   [`max_connections`](SimulatedStoreConfig::max_connections) queue;
 //! * a **first-byte delay** drawn from a [`LatencyModel`] (fixed, or an S3
 //!   fit with P50 ≈ 32 ms / P90 ≈ 110 ms / P99 ≈ 200 ms) using a seeded RNG;
-//! * **per-connection bandwidth**, charged as the body is consumed.
+//! * **per-connection bandwidth**, charged as the body is consumed;
+//! * optionally a **request-rate limit per prefix** ([`RequestRateLimit`],
+//!   on at S3's 5,500 requests/s in the `s3` profile): a GET, HEAD or LIST
+//!   page over it is answered `503 SlowDown` after its round trip and
+//!   retried with object_store's backoff ([`RetryModel`]), so the caller
+//!   sees what an object_store S3 client shows it — a delay, or the
+//!   client's error once it gives up.
 //!
-//! It also counts requests and keeps a log of every GET in
-//! [`StoreStats`], so tests can assert *what* was fetched, *when*, and
-//! whether any byte was fetched twice.
+//! It also counts requests (and the attempts, `503`s and retries behind
+//! them) and keeps a log of every GET in [`StoreStats`], so tests can
+//! assert *what* was fetched, *when*, and whether any byte was fetched
+//! twice.
 //!
 //! `get_ranges` coalesces and cuts ranges as object_store's default
 //! implementation does, so the log shows the GETs S3 would have received;
@@ -134,8 +141,10 @@ mod faults;
 mod faulty_store;
 mod latency;
 mod ranges;
+mod retry;
 mod stats;
 mod store;
+mod throttle;
 
 pub use config::{
     DEFAULT_SEED, S3_BANDWIDTH_BYTES_PER_SEC, S3_LIST_PAGE_KEYS, S3_MAX_CONNECTIONS,
@@ -146,5 +155,7 @@ pub use fault_stats::{FaultRecord, FaultStats, InjectedFault};
 pub use faults::{Fault, FaultKind, FaultRule, PathMatcher, TruncateMode};
 pub use faulty_store::FaultyStore;
 pub use latency::{LatencyModel, ParseLatencyModelError};
+pub use retry::RetryModel;
 pub use stats::{RequestRecord, RequestState, StatsSnapshot, StoreStats};
 pub use store::SimulatedStore;
+pub use throttle::{RequestRateLimit, S3_REQUESTS_PER_SEC_PER_PREFIX};

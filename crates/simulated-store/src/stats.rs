@@ -52,7 +52,8 @@ pub struct RequestRecord {
     pub range: Option<Range<u64>>,
     /// When the GET was issued, before waiting for a connection.
     pub started_at: Instant,
-    /// When the GET obtained a connection (it then waits for its first byte).
+    /// When the GET's first attempt obtained a connection (it then waits
+    /// for its first byte, or for a `503` and a retry).
     pub connected_at: Option<Instant>,
     /// When the response (first byte) arrived, i.e. after the simulated
     /// first-byte delay and the inner store's answer.
@@ -63,6 +64,10 @@ pub struct RequestRecord {
     pub first_byte_latency: Duration,
     /// Body bytes handed to the caller so far.
     pub bytes_transferred: u64,
+    /// Attempts answered `503 SlowDown` before this GET was admitted (or
+    /// its client gave up): it was sent `throttled + 1` times if admitted,
+    /// `throttled` times if not.
+    pub throttled: u32,
     /// Life-cycle state.
     pub state: RequestState,
 }
@@ -102,6 +107,17 @@ pub struct StatsSnapshot {
     pub in_flight_gets: u64,
     /// See [`StoreStats::max_in_flight_gets`].
     pub max_in_flight_gets: u64,
+    /// See [`StoreStats::throttled`].
+    pub throttled: u64,
+    /// See [`StoreStats::retries`].
+    pub retries: u64,
+}
+
+impl StatsSnapshot {
+    /// See [`StoreStats::attempts`].
+    pub fn attempts(&self) -> u64 {
+        self.get_requests + self.head_requests + self.list_requests + self.retries
+    }
 }
 
 impl fmt::Display for StatsSnapshot {
@@ -109,14 +125,16 @@ impl fmt::Display for StatsSnapshot {
         write!(
             f,
             "gets={} bytes_requested={} bytes_transferred={} heads={} lists={} \
-             in_flight={} max_in_flight={}",
+             in_flight={} max_in_flight={} throttled={} retries={}",
             self.get_requests,
             self.bytes_requested,
             self.bytes_transferred,
             self.head_requests,
             self.list_requests,
             self.in_flight_gets,
-            self.max_in_flight_gets
+            self.max_in_flight_gets,
+            self.throttled,
+            self.retries
         )
     }
 }
@@ -136,6 +154,8 @@ pub struct StoreStats {
     list_requests: AtomicU64,
     in_flight_gets: AtomicU64,
     max_in_flight_gets: AtomicU64,
+    throttled: AtomicU64,
+    retries: AtomicU64,
     log: Mutex<RequestLog>,
 }
 
@@ -204,6 +224,27 @@ impl StoreStats {
         self.max_in_flight_gets.load(Ordering::Relaxed)
     }
 
+    /// Requests (GET, HEAD or LIST page) answered `503 SlowDown` because
+    /// their prefix was over the
+    /// [`rate_limit`](crate::SimulatedStoreConfig::rate_limit).
+    pub fn throttled(&self) -> u64 {
+        self.throttled.load(Ordering::Relaxed)
+    }
+
+    /// Requests sent again by the client after a `503`
+    /// ([`RetryModel`](crate::RetryModel)). A throttled request whose
+    /// client gave up is in [`throttled`](Self::throttled) but not here.
+    pub fn retries(&self) -> u64 {
+        self.retries.load(Ordering::Relaxed)
+    }
+
+    /// Every request the store received, as S3 counts them: GETs, HEADs
+    /// and LIST pages, each retry a request of its own. The counters above
+    /// count a request once however often it was sent.
+    pub fn attempts(&self) -> u64 {
+        self.snapshot().attempts()
+    }
+
     /// Copies all counters.
     pub fn snapshot(&self) -> StatsSnapshot {
         StatsSnapshot {
@@ -214,6 +255,8 @@ impl StoreStats {
             list_requests: self.list_requests(),
             in_flight_gets: self.in_flight_gets(),
             max_in_flight_gets: self.max_in_flight_gets(),
+            throttled: self.throttled(),
+            retries: self.retries(),
         }
     }
 
@@ -284,6 +327,8 @@ impl StoreStats {
             &self.bytes_transferred,
             &self.head_requests,
             &self.list_requests,
+            &self.throttled,
+            &self.retries,
         ] {
             counter.store(0, Ordering::Relaxed);
         }
@@ -323,17 +368,33 @@ impl StoreStats {
             finished_at: None,
             first_byte_latency,
             bytes_transferred: 0,
+            throttled: 0,
             state: RequestState::Pending,
         });
         seq
     }
 
+    /// A GET's attempt obtained a connection; the record keeps the first.
     pub(crate) fn connected(&self, seq: u64) {
         let now = self.in_flight_gets.fetch_add(1, Ordering::Relaxed) + 1;
         self.max_in_flight_gets.fetch_max(now, Ordering::Relaxed);
         if let Some(r) = self.log.lock().get_mut(seq) {
-            r.connected_at = Some(Instant::now());
+            r.connected_at.get_or_insert_with(Instant::now);
         }
+    }
+
+    /// A request was answered `503 SlowDown`; `get` names the GET's record.
+    pub(crate) fn count_throttled(&self, get: Option<u64>) {
+        self.throttled.fetch_add(1, Ordering::Relaxed);
+        if let Some(seq) = get
+            && let Some(r) = self.log.lock().get_mut(seq)
+        {
+            r.throttled += 1;
+        }
+    }
+
+    pub(crate) fn count_retry(&self) {
+        self.retries.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn disconnected(&self) {

@@ -1,6 +1,7 @@
 //! The [`SimulatedStore`] wrapper.
 
 mod pages;
+mod wire;
 
 use std::fmt;
 use std::future::Future;
@@ -22,11 +23,14 @@ use object_store::{
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep};
 
 use self::pages::ListPages;
+use self::wire::{ConnectionSlot, Request, Wire};
 use crate::ranges::get_ranges_bounded;
+use crate::retry::Retries;
+use crate::throttle::prefix_of;
 use crate::{RequestState, SimulatedStoreConfig, StoreStats};
 
 /// Bandwidth debt below this is carried over to the next chunk instead of
@@ -65,6 +69,13 @@ const MIN_SLEEP: Duration = Duration::from_micros(50);
 /// [`list_latency`](SimulatedStoreConfig::list_latency) and hold a
 /// connection while they wait; the listing stream itself is not throttled.
 ///
+/// With a [`rate_limit`](SimulatedStoreConfig::rate_limit), a request
+/// (GET, HEAD or LIST page) sent while its prefix is over the limit is
+/// answered `503 SlowDown` after its round trip and retried as
+/// object_store's client retries it ([`retry`](SimulatedStoreConfig::retry)):
+/// the caller sees only the delay, or the client's error once it gives up.
+/// [`StoreStats::throttled`] and [`StoreStats::retries`] count them.
+///
 /// Writes (`put`, multipart, `copy`, `rename`, `delete`) are forwarded
 /// unchanged: the engine under test only reads.
 ///
@@ -74,16 +85,18 @@ pub struct SimulatedStore<T: ObjectStore> {
     inner: T,
     config: SimulatedStoreConfig,
     stats: Arc<StoreStats>,
-    connections: Option<Arc<Semaphore>>,
+    wire: Arc<Wire>,
     rngs: Mutex<LatencyRngs>,
 }
 
 /// One RNG per request kind, so that e.g. an extra HEAD or LIST does not
-/// shift the sequence of GET latencies a test or benchmark relies on.
+/// shift the sequence of GET latencies a test or benchmark relies on; the
+/// seeds of GETs' and HEADs' retries come from one of their own.
 struct LatencyRngs {
     get: StdRng,
     head: StdRng,
     list: StdRng,
+    retry: StdRng,
 }
 
 impl LatencyRngs {
@@ -94,6 +107,7 @@ impl LatencyRngs {
             get: StdRng::seed_from_u64(seed),
             head: StdRng::seed_from_u64(seed ^ 0x9E37_79B9_7F4A_7C15),
             list: StdRng::seed_from_u64(seed ^ 0xD1B5_4A32_D192_ED03),
+            retry: StdRng::seed_from_u64(seed ^ 0x94D0_49BB_1331_11EB),
         }
     }
 }
@@ -118,11 +132,18 @@ impl<T: ObjectStore> SimulatedStore<T> {
             config.bandwidth_bytes_per_sec != Some(0),
             "SimulatedStoreConfig::bandwidth_bytes_per_sec must be at least 1 (use None for unlimited)"
         );
+        let stats = Arc::new(StoreStats::new());
+        let wire = Wire::new(
+            config.max_connections,
+            config.rate_limit,
+            config.retry,
+            Arc::clone(&stats),
+        );
         Self {
             inner,
-            connections: config.max_connections.map(|n| Arc::new(Semaphore::new(n))),
+            wire: Arc::new(wire),
             rngs: Mutex::new(LatencyRngs::new(config.seed)),
-            stats: Arc::new(StoreStats::new()),
+            stats,
             config,
         }
     }
@@ -154,52 +175,81 @@ impl<T: ObjectStore> SimulatedStore<T> {
     /// happen now, at call time, so that the LIST delay sequence follows call
     /// order rather than poll order (a listing's later pages draw from an RNG
     /// of its own, seeded now).
+    ///
+    /// A page whose client gives up on `503 SlowDown` ends the listing with
+    /// the client's error, as object_store's paginated listing does.
     fn simulate_list(
         &self,
+        prefix: Option<&Path>,
         listing: BoxStream<'static, Result<ObjectMeta>>,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
-        let (first, pages) = self.start_list();
+        let (first, pages) = self.start_list(prefix);
         let state = (listing, 0_usize, pages, Some(first));
         futures::stream::unfold(
             state,
             |(mut listing, served, mut pages, first)| async move {
-                if let Some(first) = first {
-                    pages.round_trip(first).await;
-                }
-                let entry = listing.next().await?;
-                if pages.starts_page(served) {
-                    pages.next_page().await;
-                }
+                let sent = match first {
+                    Some((delay, retries)) => pages.round_trip(delay, retries).await,
+                    None => Ok(()),
+                };
+                let entry = match sent {
+                    Ok(()) => listing.next().await?,
+                    Err(e) => Err(e),
+                };
+                let entry = match entry {
+                    Ok(meta) if pages.starts_page(served) => pages.next_page().await.map(|()| meta),
+                    entry => entry,
+                };
+                // After an error the listing ends, as the caller's next poll finds.
+                let listing = match entry {
+                    Ok(_) => listing,
+                    Err(_) => futures::stream::empty().boxed(),
+                };
                 Some((entry, (listing, served + 1, pages, None)))
             },
         )
         .boxed()
     }
 
-    /// A LIST request's first delay (counted), and its later pages: their
-    /// size and an RNG of their own when listings are paged.
-    fn start_list(&self) -> (Duration, ListPages) {
+    /// A LIST request's first delay and retries (counted), and its later
+    /// pages: their size and an RNG of their own when listings are paged.
+    fn start_list(&self, prefix: Option<&Path>) -> ((Duration, Option<Retries>), ListPages) {
         self.stats.count_list();
         let mut rngs = self.rngs.lock();
         let first = self.config.list_latency.sample(&mut rngs.list);
+        let retries = self.wire.retries(&mut rngs.list);
         let pages = self
             .config
             .list_page_keys
             .map(|keys| (keys, StdRng::seed_from_u64(rngs.list.next_u64())));
+        let prefix = prefix.map(Path::to_string).unwrap_or_default();
         let pages = ListPages::new(
             pages,
-            Arc::clone(&self.stats),
-            self.connections.clone(),
+            prefix,
+            Arc::clone(&self.wire),
             self.config.list_latency,
         );
-        (first, pages)
+        ((first, retries), pages)
     }
 
     async fn head_request(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         self.stats.count_head();
-        let delay = self.config.latency.sample(&mut self.rngs.lock().head);
-        let _connection = acquire(self.connections.as_ref()).await;
-        sleep(delay).await;
+        let (delay, retries) = {
+            let mut rngs = self.rngs.lock();
+            let delay = self.config.latency.sample(&mut rngs.head);
+            (delay, self.wire.retries(&mut rngs.retry))
+        };
+        let key = location.to_string();
+        let request = Request {
+            method: "HEAD",
+            target: &key,
+            prefix: prefix_of(&key),
+            delay,
+            latency: self.config.latency,
+            retries,
+        };
+        let mut connection: Option<OwnedSemaphorePermit> = None;
+        self.wire.round_trip(&mut connection, request).await?;
         self.inner.get_opts(location, options).await
     }
 }
@@ -245,20 +295,31 @@ impl<T: ObjectStore> ObjectStore for SimulatedStore<T> {
 
         // Draw the delay and take a sequence number under one lock, so the
         // n-th logged GET always gets the n-th draw for a given seed.
-        let (seq, delay) = {
+        let key = location.to_string();
+        let (seq, delay, retries) = {
             let mut rngs = self.rngs.lock();
             let delay = self.config.latency.sample(&mut rngs.get);
+            let retries = self.wire.retries(&mut rngs.retry);
             let seq = self
                 .stats
-                .start_get(location.to_string(), options.range.clone(), delay);
-            (seq, delay)
+                .start_get(key.clone(), options.range.clone(), delay);
+            (seq, delay, retries)
         };
         // From here on, dropping this future (or failing) finishes the record.
         let mut guard = GetGuard::new(Arc::clone(&self.stats), seq);
 
-        let connection = acquire(self.connections.as_ref()).await;
-        guard.connect(connection);
-        sleep(delay).await;
+        let request = Request {
+            method: "GET",
+            target: &key,
+            prefix: prefix_of(&key),
+            delay,
+            latency: self.config.latency,
+            retries,
+        };
+        if let Err(e) = self.wire.round_trip(&mut guard, request).await {
+            guard.finish(RequestState::Failed);
+            return Err(e);
+        }
 
         let result = match self.inner.get_opts(location, options).await {
             Ok(result) => result,
@@ -314,7 +375,7 @@ impl<T: ObjectStore> ObjectStore for SimulatedStore<T> {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.simulate_list(self.inner.list(prefix))
+        self.simulate_list(prefix, self.inner.list(prefix))
     }
 
     fn list_with_offset(
@@ -322,18 +383,18 @@ impl<T: ObjectStore> ObjectStore for SimulatedStore<T> {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.simulate_list(self.inner.list_with_offset(prefix, offset))
+        self.simulate_list(prefix, self.inner.list_with_offset(prefix, offset))
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        let (first, mut pages) = self.start_list();
-        pages.round_trip(first).await;
+        let ((delay, retries), mut pages) = self.start_list(prefix);
+        pages.round_trip(delay, retries).await?;
         let listed = self.inner.list_with_delimiter(prefix).await?;
         // Keys and common prefixes share S3's pages.
         let entries = listed.objects.len() + listed.common_prefixes.len();
         for served in 1..entries {
             if pages.starts_page(served) {
-                pages.next_page().await;
+                pages.next_page().await?;
             }
         }
         Ok(listed)
@@ -347,27 +408,6 @@ impl<T: ObjectStore> ObjectStore for SimulatedStore<T> {
         // Forwarded rather than left to the default copy + delete, so a
         // wrapped store keeps its own (possibly atomic) rename.
         self.inner.rename_opts(from, to, options).await
-    }
-}
-
-/// Waits for a connection; `None` means the store has no cap.
-async fn acquire(connections: Option<&Arc<Semaphore>>) -> Option<OwnedSemaphorePermit> {
-    match connections {
-        Some(semaphore) => Some(
-            Arc::clone(semaphore)
-                .acquire_owned()
-                .await
-                .expect("the connection semaphore is never closed"),
-        ),
-        None => None,
-    }
-}
-
-async fn sleep(duration: Duration) {
-    // Skipping zero sleeps keeps the no-latency configuration free of timer
-    // registrations (and of an extra yield to the scheduler).
-    if !duration.is_zero() {
-        tokio::time::sleep(duration).await;
     }
 }
 
@@ -395,12 +435,6 @@ impl GetGuard {
         }
     }
 
-    fn connect(&mut self, connection: Option<OwnedSemaphorePermit>) {
-        self.connection = connection;
-        self.connected = true;
-        self.stats.connected(self.seq);
-    }
-
     fn finish(&mut self, state: RequestState) {
         if self.finished {
             return;
@@ -414,6 +448,27 @@ impl GetGuard {
         }
         self.connection = None;
         self.stats.finish(self.seq, state, self.transferred);
+    }
+}
+
+impl ConnectionSlot for GetGuard {
+    fn hold(&mut self, connection: Option<OwnedSemaphorePermit>) {
+        self.connection = connection;
+        self.connected = true;
+        self.stats.connected(self.seq);
+    }
+
+    fn release(&mut self) {
+        if self.connected {
+            // Before the permit, as in `finish`.
+            self.stats.disconnected();
+            self.connected = false;
+        }
+        self.connection = None;
+    }
+
+    fn get_seq(&self) -> Option<u64> {
+        Some(self.seq)
     }
 }
 

@@ -1,37 +1,39 @@
-//! A listing's pages after its first: each a LIST request of its own.
+//! A listing's pages: each a LIST request of its own.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rand::rngs::StdRng;
-use tokio::sync::Semaphore;
 
-use super::{acquire, sleep};
-use crate::{LatencyModel, StoreStats};
+use super::wire::{Request, Wire};
+use crate::LatencyModel;
+use crate::retry::Retries;
 
-/// The later pages of one listing: each a LIST request of its own, counted
-/// and delayed when the listing reaches it.
+/// The pages of one listing: each a LIST request of its own, counted and
+/// sent when the listing reaches it.
 pub(super) struct ListPages {
     /// Entries per page and the listing's own RNG; `None`: one page.
     pages: Option<(usize, StdRng)>,
-    stats: Arc<StoreStats>,
-    connections: Option<Arc<Semaphore>>,
+    /// The listed prefix, which every page counts against.
+    prefix: String,
+    wire: Arc<Wire>,
     latency: LatencyModel,
 }
 
 impl ListPages {
-    /// A listing whose later pages hold `pages.0` entries each and draw
-    /// their delays from `latency` with `pages.1`; `None`: one page.
+    /// A listing of `prefix` whose later pages hold `pages.0` entries each
+    /// and draw their delays (and retries) from `latency` with `pages.1`;
+    /// `None`: one page.
     pub(super) fn new(
         pages: Option<(usize, StdRng)>,
-        stats: Arc<StoreStats>,
-        connections: Option<Arc<Semaphore>>,
+        prefix: String,
+        wire: Arc<Wire>,
         latency: LatencyModel,
     ) -> Self {
         Self {
             pages,
-            stats,
-            connections,
+            prefix,
+            wire,
             latency,
         }
     }
@@ -43,20 +45,32 @@ impl ListPages {
             .is_some_and(|(keys, _)| served > 0 && served.is_multiple_of(*keys))
     }
 
-    /// One LIST round trip of `delay`, on a connection.
-    pub(super) async fn round_trip(&mut self, delay: Duration) {
-        let _connection = acquire(self.connections.as_ref()).await;
-        sleep(delay).await;
+    /// One LIST request whose first attempt takes `delay`, on a connection.
+    pub(super) async fn round_trip(
+        &mut self,
+        delay: Duration,
+        retries: Option<Retries>,
+    ) -> object_store::Result<()> {
+        let request = Request {
+            method: "LIST",
+            target: &self.prefix,
+            prefix: &self.prefix,
+            delay,
+            latency: self.latency,
+            retries,
+        };
+        let mut connection = None;
+        self.wire.round_trip(&mut connection, request).await
     }
 
-    /// The next page's request: counted, and a round trip drawn from the
-    /// listing's RNG.
-    pub(super) async fn next_page(&mut self) {
-        self.stats.count_list();
-        let delay = match &mut self.pages {
-            Some((_, rng)) => self.latency.sample(rng),
-            None => Duration::ZERO,
+    /// The next page's request: counted, its round trip and retries drawn
+    /// from the listing's RNG.
+    pub(super) async fn next_page(&mut self) -> object_store::Result<()> {
+        self.wire.stats().count_list();
+        let (delay, retries) = match &mut self.pages {
+            Some((_, rng)) => (self.latency.sample(rng), self.wire.retries(rng)),
+            None => (Duration::ZERO, None),
         };
-        self.round_trip(delay).await;
+        self.round_trip(delay, retries).await
     }
 }

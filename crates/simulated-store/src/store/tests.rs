@@ -15,6 +15,7 @@ use crate::{LatencyModel, RequestRecord};
 
 mod answers;
 mod requests;
+mod throttling;
 
 const MIB: u64 = 1024 * 1024;
 

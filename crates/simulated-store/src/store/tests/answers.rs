@@ -12,6 +12,7 @@ use object_store::local::LocalFileSystem;
 use object_store::{GetOptions, ListResult, OBJECT_STORE_COALESCE_DEFAULT, coalesce_ranges};
 
 use super::*;
+use crate::RequestRateLimit;
 
 const SIZE: u64 = 1000;
 
@@ -128,8 +129,9 @@ async fn fill(store: &dyn ObjectStore) {
 }
 
 /// Every profile: none, fixed latency with a bandwidth and a connection cap,
-/// and `s3` (paged listings).
-fn configs() -> [SimulatedStoreConfig; 3] {
+/// `s3` (paged listings), and a rate limit that throttles most requests.
+fn configs() -> [SimulatedStoreConfig; 4] {
+    let limit = RequestRateLimit::per_second(50).with_burst(3);
     [
         SimulatedStoreConfig::none(),
         SimulatedStoreConfig::fixed(Duration::from_millis(5))
@@ -137,6 +139,9 @@ fn configs() -> [SimulatedStoreConfig; 3] {
             .with_max_connections(Some(2))
             .with_list_page_keys(Some(2)),
         SimulatedStoreConfig::s3().with_seed(11),
+        SimulatedStoreConfig::fixed(Duration::from_millis(1))
+            .with_list_page_keys(Some(2))
+            .with_rate_limit(Some(limit)),
     ]
 }
 
