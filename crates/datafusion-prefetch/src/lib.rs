@@ -78,6 +78,7 @@ mod governor;
 mod io;
 mod late_scans;
 mod metrics;
+mod pacing;
 mod plan_scans;
 mod planning;
 mod profiles;

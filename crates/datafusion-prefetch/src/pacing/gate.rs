@@ -1,0 +1,169 @@
+//! The door every `auto` request to a store goes through: a
+//! [`RequestWindow`] shared by every scan of a runtime that reads the
+//! store, and the waiting for room in it.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use super::outcome::Outcome;
+use super::window::{RequestWindow, Ticket};
+
+/// Requests one store may have in flight from one runtime's `auto` scans
+/// before it has throttled: high enough that it never binds a store that
+/// does not throttle (128 connections at S3's round trips serve ~4,000
+/// requests a second), and a start the window halves from when one does.
+pub(crate) const MAX_REQUESTS_IN_FLIGHT: u32 = 1024;
+
+/// A store's window and its waiters.
+#[derive(Debug)]
+pub(crate) struct RequestGate {
+    window: Mutex<RequestWindow>,
+    room: Notify,
+}
+
+impl Default for RequestGate {
+    fn default() -> Self {
+        Self::new(MAX_REQUESTS_IN_FLIGHT)
+    }
+}
+
+impl RequestGate {
+    pub(crate) fn new(max: u32) -> Self {
+        Self {
+            window: Mutex::new(RequestWindow::new(max)),
+            room: Notify::new(),
+        }
+    }
+
+    /// A request, once the window has room for it. Dropping the future
+    /// while it waits holds nothing.
+    pub(crate) async fn send(self: &Arc<Self>) -> Permit {
+        loop {
+            let room = self.room.notified();
+            tokio::pin!(room);
+            // Registered before looking, so an end between the look and the
+            // wait still wakes this one.
+            room.as_mut().enable();
+            if let Some(ticket) = self.window.lock().try_send() {
+                return self.permit(ticket);
+            }
+            room.await;
+        }
+    }
+
+    /// A request that does not wait (a read a decoder waits on).
+    pub(crate) fn send_anyway(self: &Arc<Self>) -> Permit {
+        let ticket = self.window.lock().send_anyway();
+        self.permit(ticket)
+    }
+
+    /// A hedge, if the window allows one now (see
+    /// [`RequestWindow::try_hedge`]).
+    pub(crate) fn try_hedge(self: &Arc<Self>, share: f64) -> Option<Permit> {
+        let ticket = self.window.lock().try_hedge(share)?;
+        Some(self.permit(ticket))
+    }
+
+    /// The window's state, for metrics and tests: (limit, in flight, hedges
+    /// in flight, cuts).
+    pub(crate) fn state(&self) -> WindowState {
+        let window = self.window.lock();
+        WindowState {
+            limit: window.limit(),
+            in_flight: window.in_flight(),
+            hedges_in_flight: window.hedges_in_flight(),
+            cuts: window.cuts(),
+        }
+    }
+
+    fn permit(self: &Arc<Self>, ticket: Ticket) -> Permit {
+        Permit {
+            gate: Arc::clone(self),
+            ticket: Some(ticket),
+        }
+    }
+
+    fn end(&self, ticket: Ticket, outcome: Outcome) {
+        self.window.lock().ended(ticket, outcome);
+        self.room.notify_waiters();
+    }
+}
+
+/// A snapshot of a [`RequestGate`]'s window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WindowState {
+    pub limit: u32,
+    pub in_flight: u32,
+    pub hedges_in_flight: u32,
+    pub cuts: u64,
+}
+
+/// A request in flight through a [`RequestGate`]. Dropped without
+/// [`ended`](Self::ended), it ends with no evidence.
+#[derive(Debug)]
+pub(crate) struct Permit {
+    gate: Arc<RequestGate>,
+    ticket: Option<Ticket>,
+}
+
+impl Permit {
+    /// The request ended so.
+    pub(crate) fn ended(mut self, outcome: Outcome) {
+        if let Some(ticket) = self.ticket.take() {
+            self.gate.end(ticket, outcome);
+        }
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            self.gate.end(ticket, Outcome::NoAnswer);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_waits_for_room_and_a_dropped_wait_holds_nothing() {
+        let gate = Arc::new(RequestGate::new(2));
+        let first = gate.send().await;
+        let second = gate.send().await;
+        let waiting = tokio::time::timeout(Duration::from_millis(10), gate.send()).await;
+        assert!(waiting.is_err(), "no room for a third");
+        assert_eq!(gate.state().in_flight, 2);
+
+        let third = tokio::spawn({
+            let gate = Arc::clone(&gate);
+            async move { gate.send().await }
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(!third.is_finished());
+        first.ended(Outcome::Answered(Duration::from_millis(30)));
+        let third = third.await.unwrap();
+        assert_eq!(gate.state().in_flight, 2);
+        drop((second, third));
+        assert_eq!(gate.state().in_flight, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hedge_takes_room_and_gives_it_back() {
+        let gate = Arc::new(RequestGate::new(2));
+        let request = gate.send().await;
+        let hedge = gate.try_hedge(0.5).expect("one hedge");
+        assert_eq!(gate.state().hedges_in_flight, 1);
+        assert!(gate.try_hedge(1.0).is_none(), "the window is full");
+        drop(hedge);
+        assert_eq!(gate.state().hedges_in_flight, 0);
+        let _demand = gate.send_anyway();
+        assert_eq!(gate.state().in_flight, 2);
+        drop(request);
+    }
+}

@@ -1,0 +1,209 @@
+//! How many requests one store gets at once under `auto`: a window that
+//! halves when the store throttles and grows back by about one request per
+//! window of clean answers (AIMD, as TCP paces a link), and how many of
+//! those may be hedges. Pure: it counts requests and reads the answers'
+//! first-byte times it is handed; the async gate in front of the store
+//! waits on it.
+//!
+//! Through object_store's HTTP client a throttled request is not an error:
+//! the client retries a `503 SlowDown` after a backoff of at least 100 ms,
+//! so the answer only comes late. An answer is *slow* when its first byte
+//! came [`SLOW_BY`] later than the store's quick answers (the quarter of
+//! recent answers that came first); a store's ordinary tail is slow now and
+//! then, so the window is cut only when [`CUT_AFTER`] of the last
+//! [`EVIDENCE`] answers were slow, or when a client gave up on `503`s.
+//! Answers to requests sent before a cut say nothing about the window after
+//! it and are not counted as evidence.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use super::outcome::Outcome;
+
+/// How much later than the store's quick answers a slow answer came:
+/// object_store's first wait before retrying a `503`.
+pub(crate) const SLOW_BY: Duration = Duration::from_millis(100);
+
+/// Answers kept as evidence of throttling.
+pub(crate) const EVIDENCE: usize = 16;
+
+/// Slow answers among the last [`EVIDENCE`] that cut the window: a quarter,
+/// four times the share of S3's answers that are slow by [`SLOW_BY`] when
+/// it does not throttle.
+pub(crate) const CUT_AFTER: usize = 4;
+
+/// First-byte times kept to tell the store's quick answers.
+const LATENCIES: usize = 32;
+
+/// Clean answers after a cut before hedging resumes.
+pub(crate) const CALM_AFTER: u32 = 32;
+
+/// A request the window let out; hand it back with its [`Outcome`].
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "a ticket is handed back when its request ends"]
+pub(crate) struct Ticket {
+    seq: u64,
+    hedge: bool,
+}
+
+/// The requests in flight to one store, and how many may be.
+#[derive(Debug)]
+pub(crate) struct RequestWindow {
+    /// Requests allowed in flight; fractional so that the additive increase
+    /// can grow it by `1 / limit` per clean answer.
+    limit: f64,
+    max: u32,
+    in_flight: u32,
+    hedges_in_flight: u32,
+    next_seq: u64,
+    /// Answers to requests numbered from here on count as evidence.
+    evidence_from: u64,
+    /// Whether each of the last answers was slow.
+    evidence: VecDeque<bool>,
+    latencies: VecDeque<Duration>,
+    cuts: u64,
+    clean_since_cut: u32,
+}
+
+impl RequestWindow {
+    /// A window that starts fully open at `max` requests (at least 1), so
+    /// that a store which never throttles is never held back.
+    pub(crate) fn new(max: u32) -> Self {
+        let max = max.max(1);
+        Self {
+            limit: f64::from(max),
+            max,
+            in_flight: 0,
+            hedges_in_flight: 0,
+            next_seq: 0,
+            evidence_from: 0,
+            evidence: VecDeque::with_capacity(EVIDENCE),
+            latencies: VecDeque::with_capacity(LATENCIES),
+            cuts: 0,
+            clean_since_cut: 0,
+        }
+    }
+
+    /// Requests allowed in flight now.
+    pub(crate) fn limit(&self) -> u32 {
+        // Truncation intended: the window admits whole requests.
+        (self.limit as u32).clamp(1, self.max)
+    }
+
+    /// Requests in flight, hedges included.
+    pub(crate) fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+
+    /// Hedges in flight.
+    pub(crate) fn hedges_in_flight(&self) -> u32 {
+        self.hedges_in_flight
+    }
+
+    /// Times the window was cut.
+    pub(crate) fn cuts(&self) -> u64 {
+        self.cuts
+    }
+
+    /// Whether the store throttled recently: from a cut until
+    /// [`CALM_AFTER`] clean answers. No hedges are sent meanwhile.
+    pub(crate) fn throttled(&self) -> bool {
+        self.cuts > 0 && self.clean_since_cut < CALM_AFTER
+    }
+
+    /// A request, if the window has room for it.
+    pub(crate) fn try_send(&mut self) -> Option<Ticket> {
+        (self.in_flight < self.limit()).then(|| self.send(false))
+    }
+
+    /// A request that does not wait for room (a read a decoder waits on);
+    /// it counts in flight all the same.
+    pub(crate) fn send_anyway(&mut self) -> Ticket {
+        self.send(false)
+    }
+
+    /// A hedge of a request in flight, if the window has room, the store
+    /// has not throttled recently, and hedges would stay within `share` of
+    /// the other requests in flight (one hedge is always allowed).
+    pub(crate) fn try_hedge(&mut self, share: f64) -> Option<Ticket> {
+        let requests = self.in_flight - self.hedges_in_flight;
+        // Truncation intended: whole hedges.
+        let cap = ((share * f64::from(requests)) as u32).max(1);
+        let room = self.in_flight < self.limit() && self.hedges_in_flight < cap;
+        (room && !self.throttled()).then(|| self.send(true))
+    }
+
+    fn send(&mut self, hedge: bool) -> Ticket {
+        self.in_flight += 1;
+        self.hedges_in_flight += u32::from(hedge);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        Ticket { seq, hedge }
+    }
+
+    /// A request ended.
+    pub(crate) fn ended(&mut self, ticket: Ticket, outcome: Outcome) {
+        self.in_flight -= 1;
+        self.hedges_in_flight -= u32::from(ticket.hedge);
+        let slow = match outcome {
+            Outcome::Answered(first_byte) => {
+                let slow = self
+                    .quick()
+                    .is_some_and(|quick| first_byte >= quick + SLOW_BY);
+                if self.latencies.len() == LATENCIES {
+                    self.latencies.pop_front();
+                }
+                self.latencies.push_back(first_byte);
+                slow
+            }
+            Outcome::GaveUp => {
+                if ticket.seq >= self.evidence_from {
+                    self.cut();
+                }
+                return;
+            }
+            Outcome::NoAnswer => return,
+        };
+        if ticket.seq < self.evidence_from {
+            return;
+        }
+        if self.evidence.len() == EVIDENCE {
+            self.evidence.pop_front();
+        }
+        self.evidence.push_back(slow);
+        if slow {
+            if self.evidence.iter().filter(|slow| **slow).count() >= CUT_AFTER {
+                self.cut();
+            }
+        } else {
+            self.limit = (self.limit + 1.0 / self.limit).min(f64::from(self.max));
+            self.clean_since_cut = self.clean_since_cut.saturating_add(1);
+        }
+    }
+
+    /// Halves what was in flight (not a limit far above it, which a cut
+    /// would not bring down to where the store throttled), and starts the
+    /// evidence afresh with the requests sent from now on.
+    fn cut(&mut self) {
+        let flying = self.limit.min(f64::from(self.in_flight + 1));
+        self.limit = (flying / 2.0).max(1.0);
+        self.evidence_from = self.next_seq;
+        self.evidence.clear();
+        self.cuts += 1;
+        self.clean_since_cut = 0;
+    }
+
+    /// The first byte of the store's quick answers: the lower quartile of
+    /// recent ones; `None` until there are a few.
+    fn quick(&self) -> Option<Duration> {
+        if self.latencies.len() < CUT_AFTER {
+            return None;
+        }
+        let mut sorted: Vec<Duration> = self.latencies.iter().copied().collect();
+        sorted.sort_unstable();
+        Some(sorted[sorted.len() / 4])
+    }
+}
+
+#[cfg(test)]
+mod tests;

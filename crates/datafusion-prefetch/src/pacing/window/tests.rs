@@ -1,0 +1,158 @@
+use super::*;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Sends `n` requests; panics if the window refuses one.
+fn send(window: &mut RequestWindow, n: usize) -> Vec<Ticket> {
+    (0..n).map(|_| window.try_send().expect("room")).collect()
+}
+
+/// Sends and answers `n` requests one at a time, each after `first_byte`.
+fn answer(window: &mut RequestWindow, n: usize, first_byte: Duration) {
+    for _ in 0..n {
+        let ticket = window.send_anyway();
+        window.ended(ticket, Outcome::Answered(first_byte));
+    }
+}
+
+#[test]
+fn a_store_that_never_throttles_is_never_held_back() {
+    let mut window = RequestWindow::new(64);
+    // S3's tail: about one answer in 16 is over 100 ms later than the
+    // quick ones, here three in a row at the worst.
+    let mut tickets = send(&mut window, 64);
+    for i in 0..10_000_u64 {
+        let first_byte = if i % 48 < 3 { ms(200) } else { ms(25 + i % 20) };
+        window.ended(tickets.remove(0), Outcome::Answered(first_byte));
+        tickets.push(window.try_send().expect("the window stays open"));
+    }
+    assert_eq!((window.limit(), window.cuts()), (64, 0));
+    assert!(!window.throttled());
+}
+
+#[test]
+fn throttling_halves_what_is_in_flight() {
+    let mut window = RequestWindow::new(256);
+    answer(&mut window, 8, ms(30));
+    let mut flying = send(&mut window, 40);
+    for slow in 0..CUT_AFTER {
+        assert_eq!(window.cuts(), 0, "cut after {slow} slow answers");
+        window.ended(flying.pop().unwrap(), Outcome::Answered(ms(30) + SLOW_BY));
+    }
+    // 37 were in flight when the fourth slow answer came, 36 after it.
+    assert_eq!((window.cuts(), window.limit()), (1, 18));
+    assert!(window.throttled());
+    assert_eq!(window.try_send(), None);
+    while window.in_flight() >= 18 {
+        window.ended(flying.pop().unwrap(), Outcome::NoAnswer);
+    }
+    assert!(window.try_send().is_some());
+}
+
+#[test]
+fn answers_to_requests_sent_before_a_cut_are_not_evidence() {
+    let mut window = RequestWindow::new(256);
+    answer(&mut window, 8, ms(30));
+    let mut before = send(&mut window, 40);
+    for _ in 0..CUT_AFTER {
+        window.ended(before.pop().unwrap(), Outcome::Answered(ms(500)));
+    }
+    assert_eq!(window.cuts(), 1);
+    // The rest of the requests sent before the cut answer just as slowly,
+    // and a client gives up: still the one cut.
+    for ticket in before.drain(..CUT_AFTER * 2) {
+        window.ended(ticket, Outcome::Answered(ms(500)));
+    }
+    window.ended(before.pop().unwrap(), Outcome::GaveUp);
+    assert_eq!(window.cuts(), 1);
+    // Requests sent after it are evidence again: half of them slow.
+    for _ in 0..CUT_AFTER {
+        let (quick, slow) = (window.send_anyway(), window.send_anyway());
+        window.ended(quick, Outcome::Answered(ms(30)));
+        window.ended(slow, Outcome::Answered(ms(500)));
+    }
+    assert_eq!(window.cuts(), 2);
+}
+
+#[test]
+fn clean_answers_grow_the_window_by_about_one_per_window() {
+    let mut window = RequestWindow::new(20);
+    answer(&mut window, 8, ms(30));
+    let mut flying = send(&mut window, 20);
+    // 20 in flight when the client gave up (the one that did included).
+    window.ended(flying.pop().unwrap(), Outcome::GaveUp);
+    for ticket in flying {
+        window.ended(ticket, Outcome::NoAnswer);
+    }
+    assert_eq!(window.limit(), 10);
+    answer(&mut window, 11, ms(30));
+    assert_eq!(window.limit(), 11);
+    answer(&mut window, 12, ms(30));
+    assert_eq!(window.limit(), 12);
+    answer(&mut window, 1000, ms(30));
+    assert_eq!(window.limit(), 20, "never over its maximum");
+}
+
+#[test]
+fn a_client_that_gives_up_cuts_at_once_and_the_window_never_closes() {
+    let mut window = RequestWindow::new(8);
+    for cut in 1..=10 {
+        let ticket = window.try_send().expect("at least one request");
+        window.ended(ticket, Outcome::GaveUp);
+        assert_eq!(window.cuts(), cut);
+    }
+    assert_eq!(window.limit(), 1);
+    let ticket = window.try_send().unwrap();
+    assert_eq!(window.try_send(), None);
+    // A read a decoder waits on goes out all the same.
+    let demand = window.send_anyway();
+    assert_eq!(window.in_flight(), 2);
+    window.ended(ticket, Outcome::NoAnswer);
+    window.ended(demand, Outcome::NoAnswer);
+    assert_eq!(window.in_flight(), 0);
+}
+
+#[test]
+fn hedges_stay_within_their_share_and_stop_while_throttled() {
+    let mut window = RequestWindow::new(256);
+    answer(&mut window, 8, ms(30));
+    let mut flying = send(&mut window, 20);
+    // A quarter of the 20 requests in flight: 5 hedges.
+    let hedges: Vec<Ticket> = (0..5).map(|_| window.try_hedge(0.25).unwrap()).collect();
+    assert_eq!(window.try_hedge(0.25), None);
+    assert_eq!(window.hedges_in_flight(), 5);
+    // With one request in flight, one hedge is allowed whatever the share.
+    let mut lone = RequestWindow::new(4);
+    let _first = lone.try_send().unwrap();
+    assert!(lone.try_hedge(0.01).is_some());
+    for ticket in hedges {
+        window.ended(ticket, Outcome::Answered(ms(30)));
+    }
+    assert_eq!(window.hedges_in_flight(), 0);
+
+    for _ in 0..CUT_AFTER {
+        window.ended(flying.pop().unwrap(), Outcome::Answered(ms(300)));
+    }
+    assert!(window.throttled());
+    // Room again in the halved window: 1 of the 16 left in flight.
+    for ticket in flying.drain(1..) {
+        window.ended(ticket, Outcome::NoAnswer);
+    }
+    assert!(window.in_flight() < window.limit());
+    assert_eq!(window.try_hedge(1.0), None);
+    answer(&mut window, CALM_AFTER as usize - 1, ms(30));
+    assert_eq!(window.try_hedge(1.0), None);
+    answer(&mut window, 1, ms(30));
+    assert!(!window.throttled());
+    assert!(window.try_hedge(1.0).is_some());
+}
+
+#[test]
+fn nothing_is_slow_before_the_store_has_answered_a_few_times() {
+    let mut window = RequestWindow::new(16);
+    answer(&mut window, CUT_AFTER - 1, ms(900));
+    answer(&mut window, 1, ms(900));
+    assert_eq!(window.cuts(), 0);
+}
