@@ -61,7 +61,11 @@ def test_every_policy_matches_register_parquet_over_s3(local_dataset, s3_dataset
     if policy != "off":
         # Under `off` the scan is stock DataFusion's, which counts nothing.
         assert sum(scan["bytes_fetched"] for scan in scans) > 0
-        # A 1 MiB window over 6 files of 5 row groups each: read-ahead served bytes.
+    if policy not in ("off", "auto"):
+        # A 1 MiB window over 6 files of 5 row groups each: read-ahead served
+        # bytes. Not under `auto`, which reads a loopback server as it reads a
+        # local store (no read-ahead) when its round trips measure local, as
+        # they may or may not on a loaded machine.
         assert sum(scan["bytes_served_from_prefetch"] for scan in scans) > 0
     stats = dp.governor_stats()
     assert stats["peak_staged_bytes"] <= stats["limit_bytes"]
