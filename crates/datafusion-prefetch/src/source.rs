@@ -37,6 +37,7 @@ use crate::io::{
     SlicingMorselizer, StatisticsPruning,
 };
 use crate::metrics::{PrefetchStats, ScanMetrics};
+use crate::pacing::{DEFAULT_HEDGE_SHARE, Pacing};
 use crate::profiles::StoreProfiles;
 use crate::running::{LateScan, RunningScan, StartsEarly};
 use crate::scheduler::{CoreConfig, FileId, MIN_COLUMN_SLICE_BYTES, ScanCore};
@@ -295,6 +296,12 @@ impl PrefetchingParquetSource {
             .clone()
             .unwrap_or_else(|| Arc::new(UnboundedMemoryPool::default()));
         let reservation = MemoryConsumer::new("PrefetchingParquetSource").register(&pool);
+        let governor = self
+            .governor
+            .clone()
+            .unwrap_or_else(PrefetchGovernor::detached);
+        let pacing = (policy == PrefetchPolicy::Auto)
+            .then(|| Pacing::new(governor.request_gate(&store_key), DEFAULT_HEDGE_SHARE));
         ScanDriver::new(DriverParts {
             core,
             units,
@@ -303,10 +310,8 @@ impl PrefetchingParquetSource {
             metadata_size_hint: self.inner_metadata_size_hint(),
             plan_metrics: self.inner.metrics().clone(),
             reservation,
-            governor: self
-                .governor
-                .clone()
-                .unwrap_or_else(PrefetchGovernor::detached),
+            governor,
+            pacing,
             metrics: ScanMetrics::new(
                 self.inner.metrics(),
                 Arc::clone(&self.stats),

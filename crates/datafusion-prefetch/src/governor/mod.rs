@@ -21,7 +21,7 @@ mod hold;
 mod ledger;
 mod registry;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -33,6 +33,7 @@ pub(crate) use hold::{Hold, hold_buffers};
 use ledger::{IDLE_AFTER, Ledger, Notices, ScanKey, Verdict};
 
 use crate::config::{ByteSize, LimitSource};
+use crate::pacing::RequestGate;
 use crate::sharing::SharedReads;
 
 /// The governor's limit on a runtime whose memory pool is unbounded (the
@@ -76,6 +77,9 @@ pub struct PrefetchGovernor {
     /// The reads in flight of the runtime's scans, so that two scans reading
     /// the same bytes at once send one request.
     shared_reads: Arc<SharedReads>,
+    /// Each store's window of requests in flight from the runtime's `auto`
+    /// scans, by the store's URL.
+    request_gates: Mutex<HashMap<String, Arc<RequestGate>>>,
 }
 
 impl std::fmt::Debug for PrefetchGovernor {
@@ -110,6 +114,7 @@ impl PrefetchGovernor {
             tenants: Mutex::default(),
             started: Instant::now(),
             shared_reads: Arc::default(),
+            request_gates: Mutex::default(),
         }
     }
 
@@ -182,6 +187,13 @@ impl PrefetchGovernor {
     /// runtime), for a new scan to share.
     pub(crate) fn shared_reads(&self) -> &Arc<SharedReads> {
         &self.shared_reads
+    }
+
+    /// The window of requests in flight to the store at `store_url`, shared
+    /// by every `auto` scan of this runtime that reads it.
+    pub(crate) fn request_gate(&self, store_url: &str) -> Arc<RequestGate> {
+        let mut gates = self.request_gates.lock();
+        Arc::clone(gates.entry(store_url.to_owned()).or_default())
     }
 
     /// A new scan joins; `tenant` is how it is told of freed room.

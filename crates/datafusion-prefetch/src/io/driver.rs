@@ -18,7 +18,7 @@ use object_store::ObjectStore;
 use parking_lot::Mutex;
 use tokio::task::AbortHandle;
 
-use super::fetch::{HedgeDelay, Hedging};
+use super::fetch::{HedgeDelay, Sending};
 use super::fetches::{Buffers, Fetches};
 use super::footers::Footers;
 use super::probe::Probe;
@@ -29,6 +29,7 @@ use super::tasks::SharedResult;
 use super::units::ScanUnits;
 use crate::governor::{Hold, Notice, PrefetchGovernor, ScanShare, Tenant};
 use crate::metrics::ScanMetrics;
+use crate::pacing::Pacing;
 use crate::profiles::StoreProfiles;
 use crate::scheduler::{
     Action, CoreStats, Event, FetchId, FileId, PartitionId, ReadPlan, ScanCore, SlicePlan,
@@ -45,6 +46,8 @@ pub(crate) struct DriverParts {
     pub reservation: MemoryReservation,
     /// The process-wide limit the scan's read-ahead counts against.
     pub governor: Arc<PrefetchGovernor>,
+    /// `auto`: the window of requests in flight to the scan's store.
+    pub pacing: Option<Pacing>,
     pub metrics: ScanMetrics,
     /// The scan may read files with an offset index slice by slice.
     pub slicing: bool,
@@ -88,6 +91,8 @@ pub(crate) struct ScanDriver {
     pub(super) metrics: ScanMetrics,
     /// When its GETs are hedged, as last decided (`None`: never).
     hedge_after: Option<HedgeDelay>,
+    /// `auto`: the window of requests in flight to the store.
+    pacing: Option<Pacing>,
     pub(super) slicing: bool,
     pub(super) request_timeout: Option<Duration>,
     metadata_cache: Option<Arc<FileMetadataCache>>,
@@ -134,6 +139,7 @@ impl ScanDriver {
             starts: Mutex::new(vec![]),
             reservation: Reservation::new(parts.reservation, share),
             hedge_after,
+            pacing: parts.pacing,
             metrics: parts.metrics,
             slicing: parts.slicing,
             request_timeout: parts.request_timeout,
@@ -283,7 +289,7 @@ impl ScanDriver {
                 };
                 let object = self.units.object(file);
                 self.fetches
-                    .spawn(id, object, requests, hold, self.hedging(), self.sink());
+                    .spawn(id, object, requests, hold, self.sending(), self.sink());
             }
             Action::Release { id, abort } => self.fetches.release(id, abort),
         }
@@ -314,11 +320,14 @@ impl ScanDriver {
         }
     }
 
-    /// How this scan's GETs are hedged (under `auto`) and counted.
-    pub(super) fn hedging(&self) -> Hedging<'_> {
-        Hedging {
+    /// How this scan's reads ahead are sent (paced and hedged under
+    /// `auto`) and counted.
+    pub(super) fn sending(&self) -> Sending<'_> {
+        Sending {
             after: self.hedge_after.as_ref(),
             metrics: &self.metrics,
+            pacing: self.pacing.as_ref(),
+            demand: false,
         }
     }
 

@@ -1,7 +1,8 @@
 //! Requests to the store: carrying out a [`RequestPlan`] — one GET per
-//! planned request, all in flight at once, each timed for `auto`'s tuner and,
-//! under `auto`, sent again beside itself when it has not answered in time —
-//! and cutting the bodies back into the ranges the plan was made for.
+//! planned request, each timed for `auto`'s tuner and, under `auto`, sent
+//! once its store's window of requests in flight has room and sent again
+//! beside itself when it has not answered in time — and cutting the bodies
+//! back into the ranges the plan was made for.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use object_store::{GetOptions, GetResult, ObjectStore};
 use super::hedge::first_of_two;
 use super::sink::{Reports, report};
 use crate::metrics::ScanMetrics;
+use crate::pacing::{Outcome, Pacing};
 use crate::scheduler::{Event, RequestPlan};
 use crate::sharing::{ObjectKey, ReadSharing};
 
@@ -54,12 +56,29 @@ impl HedgeDelay {
     }
 }
 
-/// Whether and when to send a GET again beside itself, and where to count it.
+/// How a scan's GETs go out: when they may, whether and when one is sent
+/// again beside itself, and where they are counted.
 #[derive(Clone, Copy)]
-pub(crate) struct Hedging<'a> {
+pub(crate) struct Sending<'a> {
     /// `None`: never hedged (the fixed policies).
     pub after: Option<&'a HedgeDelay>,
     pub metrics: &'a ScanMetrics,
+    /// `auto`: the store's window of requests in flight, which a GET waits
+    /// for room in and a hedge needs room in (`None`: unpaced).
+    pub pacing: Option<&'a Pacing>,
+    /// The GETs are a read a decoder waits on: they do not wait for room
+    /// (they count in flight all the same).
+    pub demand: bool,
+}
+
+impl Sending<'_> {
+    /// The same, for a read a decoder waits on.
+    pub(crate) fn demand(self) -> Self {
+        Self {
+            demand: true,
+            ..self
+        }
+    }
 }
 
 /// How a fetch's requests are shared with other scans reading the same
@@ -87,17 +106,33 @@ pub(crate) async fn fetch_planned(
     shared: Option<SharedObject<'_>>,
     plan: &RequestPlan,
     short: ShortBodies,
-    hedging: Hedging<'_>,
+    sending: Sending<'_>,
     sink: &Reports,
 ) -> object_store::Result<Vec<Bytes>> {
     let fetch = |range: Range<u64>| async move {
         let expected = range.end - range.start;
-        hedging.metrics.request(expected);
+        let permit = match sending.pacing {
+            Some(pacing) => Some(pacing.send(sending.demand).await),
+            None => None,
+        };
+        sending.metrics.request(expected);
         let started = Instant::now();
         let options = GetOptions::new().with_range(Some(range.clone()));
-        let answer = first_answer(store, location, options, hedging).await?;
+        let answer = match first_answer(store, location, options, sending).await {
+            Ok(answer) => answer,
+            Err(e) => {
+                if let Some(permit) = permit {
+                    permit.ended(Outcome::of_error(&e));
+                }
+                return Err(e);
+            }
+        };
         let first_byte = started.elapsed();
+        // The request holds its room in the window until its body is in.
         let body = answer.bytes().await?;
+        if let Some(permit) = permit {
+            permit.ended(Outcome::Answered(first_byte));
+        }
         if body.len() as u64 != expected && short == ShortBodies::Fail {
             return Err(object_store::Error::Generic {
                 store: "prefetch",
@@ -126,10 +161,10 @@ pub(crate) async fn fetch_planned(
         };
         let read = sharing.read(object, request.clone(), fetch).await?;
         if read.waited > 0 {
-            hedging.metrics.reads_shared(read.waited, read.shared);
+            sending.metrics.reads_shared(read.waited, read.shared);
         }
         if read.copied > 0 {
-            hedging.metrics.copied(read.copied);
+            sending.metrics.copied(read.copied);
         }
         Ok::<_, object_store::Error>(read.bytes)
     }))
@@ -137,20 +172,30 @@ pub(crate) async fn fetch_planned(
     Ok(assemble(plan, &bodies))
 }
 
-/// The answer to a GET, hedged as `hedging` says ([`first_of_two`]).
+/// The answer to a GET, hedged as `sending` says ([`first_of_two`]): under
+/// `auto`, a hedge waits for room in the window and is not sent while the
+/// store throttles.
 async fn first_answer(
     store: &dyn ObjectStore,
     location: &Path,
     options: GetOptions,
-    hedging: Hedging<'_>,
+    sending: Sending<'_>,
 ) -> object_store::Result<GetResult> {
-    let Some(after) = hedging.after else {
+    let Some(after) = sending.after else {
         return store.get_opts(location, options).await;
+    };
+    let hedge = || {
+        let permit = match sending.pacing {
+            Some(pacing) => Some(pacing.try_hedge()?),
+            None => None,
+        };
+        sending.metrics.request_hedged();
+        Some(permit)
     };
     first_of_two(
         || store.get_opts(location, options.clone()),
         || after.get(),
-        || hedging.metrics.request_hedged(),
+        hedge,
     )
     .await
 }

@@ -12,7 +12,7 @@ use object_store::ObjectStore;
 use parking_lot::Mutex;
 use tokio::task::AbortHandle;
 
-use super::fetch::{Hedging, SharedObject, ShortBodies, fetch_planned};
+use super::fetch::{Sending, SharedObject, ShortBodies, fetch_planned};
 use super::sink::{Reports, report};
 use super::tasks::{SharedResult, Slot};
 use crate::governor::{Hold, hold_buffers};
@@ -56,7 +56,7 @@ impl Fetches {
     /// Start fetch `id` of `object`: the GETs of its request plan, one
     /// buffer per range the plan was made for, each keeping `hold` (the
     /// governor's reservation) until the last of them is dropped. When the
-    /// task starts, its requests go out (hedged as `hedging` says): they are
+    /// task starts, its requests go out (paced and hedged as `sending` says): they are
     /// counted in its metrics and
     /// reported to `sink` then ([`Event::FetchSent`]; a fetch stopped before
     /// its task started requested nothing). A failure is reported to `sink`
@@ -67,22 +67,25 @@ impl Fetches {
         object: ObjectKey,
         requests: RequestPlan,
         hold: Hold,
-        hedging: Hedging<'_>,
+        sending: Sending<'_>,
         sink: Reports,
     ) {
         let store = Arc::clone(&self.store);
         let sharing = Arc::clone(&self.sharing);
         let slowest = Arc::clone(&self.slowest_micros);
-        let guard = hedging.metrics.stats().task_started();
-        let metrics = hedging.metrics.clone();
-        let hedge_after = hedging.after.cloned();
+        let guard = sending.metrics.stats().task_started();
+        let metrics = sending.metrics.clone();
+        let hedge_after = sending.after.cloned();
+        let pacing = sending.pacing.cloned();
         let slot = Slot::spawn("prefetch task", async move {
             let _guard = guard;
             report(&sink, Event::FetchSent { id });
             let started = Instant::now();
-            let hedging = Hedging {
+            let sending = Sending {
                 after: hedge_after.as_ref(),
                 metrics: &metrics,
+                pacing: pacing.as_ref(),
+                demand: false,
             };
             let shared = SharedObject {
                 sharing: &sharing,
@@ -94,7 +97,7 @@ impl Fetches {
                 Some(shared),
                 &requests,
                 ShortBodies::Fail,
-                hedging,
+                sending,
                 &sink,
             )
             .await

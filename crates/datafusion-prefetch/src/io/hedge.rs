@@ -18,12 +18,14 @@ const RECHECK: Duration = Duration::from_millis(10);
 /// The answer to `send()`. Unanswered after `after()` — read again while it
 /// waits, so a request sent before the store was measured is hedged once it
 /// has been; `None` means no delay yet — the same request is sent again
-/// beside it (`hedged` is called then) and the first of the two to answer is
-/// returned. A failed one leaves the answer to the other.
-pub(crate) async fn first_of_two<T, E, Fut>(
+/// beside it, once `hedge()` allows (it hands out what the second request
+/// holds until it is answered or dropped; `None`: not now, ask again
+/// shortly), and the first of the two to answer is returned. A failed one
+/// leaves the answer to the other.
+pub(crate) async fn first_of_two<T, E, Fut, Permit>(
     send: impl Fn() -> Fut,
     after: impl Fn() -> Option<Duration>,
-    hedged: impl FnOnce(),
+    mut hedge: impl FnMut() -> Option<Permit>,
 ) -> Result<T, E>
 where
     Fut: Future<Output = Result<T, E>>,
@@ -31,11 +33,14 @@ where
     let started = Instant::now();
     let first = send();
     tokio::pin!(first);
-    loop {
+    let _permit = loop {
         let wait = match after() {
             Some(after) => match after.checked_sub(started.elapsed()) {
                 Some(left) if !left.is_zero() => left,
-                _ => break,
+                _ => match hedge() {
+                    Some(permit) => break permit,
+                    None => RECHECK,
+                },
             },
             None => RECHECK,
         };
@@ -43,8 +48,7 @@ where
             answer = &mut first => return answer,
             () = tokio::time::sleep(wait) => {}
         }
-    }
-    hedged();
+    };
     let second = send();
     tokio::pin!(second);
     tokio::select! {
@@ -79,7 +83,10 @@ mod tests {
         let answer = first_of_two(
             || answer_after(&[1000, 20], &sent),
             || Some(Duration::from_millis(50)),
-            || hedges += 1,
+            || {
+                hedges += 1;
+                Some(())
+            },
         )
         .await;
         // The second sending, out at 50 ms, answers at 70 ms.
@@ -93,11 +100,29 @@ mod tests {
         let answer = first_of_two(
             || answer_after(&[30, 1], &sent),
             || Some(Duration::from_millis(50)),
-            || panic!("hedged"),
+            || -> Option<()> { panic!("hedged") },
         )
         .await;
         assert_eq!(answer, Ok(0));
         assert_eq!(sent.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hedge_waits_for_its_permit_and_holds_it_until_answered() {
+        let sent = AtomicUsize::new(0);
+        let asked = AtomicUsize::new(0);
+        let held = std::sync::Arc::new(());
+        let answer = first_of_two(
+            || answer_after(&[1000, 100], &sent),
+            || Some(Duration::from_millis(50)),
+            // Refused twice (at 50 and 60 ms), then granted at 70 ms.
+            || (asked.fetch_add(1, Ordering::SeqCst) >= 2).then(|| std::sync::Arc::clone(&held)),
+        )
+        .await;
+        // The hedge, out at 70 ms, answers at 170 ms; its permit is gone.
+        assert_eq!(answer, Ok(1));
+        assert_eq!(asked.load(Ordering::SeqCst), 3);
+        assert_eq!(std::sync::Arc::strong_count(&held), 1);
     }
 
     #[tokio::test(start_paused = true)]
@@ -106,7 +131,7 @@ mod tests {
         let answer = first_of_two(
             || answer_after(&[5000], &sent),
             || None,
-            || panic!("hedged"),
+            || -> Option<()> { panic!("hedged") },
         )
         .await;
         assert_eq!(answer, Ok(0));

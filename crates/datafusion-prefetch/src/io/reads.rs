@@ -187,7 +187,7 @@ impl ScanDriver {
             Some(requests) => {
                 let location = &self.units.file(file).object_meta.location;
                 let sink = self.sink();
-                let hedging = self.hedging();
+                let sending = self.sending().demand();
                 // Not shared: see `SharedObject`.
                 let planned = fetch_planned(
                     self.store.as_ref(),
@@ -195,7 +195,7 @@ impl ScanDriver {
                     None,
                     requests,
                     ShortBodies::Clamp,
-                    hedging,
+                    sending,
                     &sink,
                 );
                 self.demand(async {

@@ -5,15 +5,56 @@
 //! - `window.rs`: the decisions, pure — the AIMD window and the hedge cap;
 //! - `outcome.rs`: what a request's end says about the store's load;
 //! - `gate.rs`: one window per store and runtime, and waiting for room.
-
-// Wired into the fetch path by the next step.
-#![allow(dead_code)]
+//!
+//! One gate per store is shared by every `auto` scan of a runtime (the
+//! [`PrefetchGovernor`](crate::PrefetchGovernor) keeps them): a store
+//! throttles what a process sends it, not what one scan does. The fixed
+//! policies are not paced.
 
 mod gate;
 mod outcome;
 mod window;
 
-#[allow(unused_imports)]
-pub(crate) use gate::{MAX_REQUESTS_IN_FLIGHT, Permit, RequestGate, WindowState};
-#[allow(unused_imports)]
+use std::sync::Arc;
+
+pub(crate) use gate::{Permit, RequestGate, WindowState};
 pub(crate) use outcome::Outcome;
+
+/// Hedges one scan may have in flight, as a share of its store's other
+/// requests in flight.
+pub(crate) const DEFAULT_HEDGE_SHARE: f64 = 0.25;
+
+/// How one scan's requests are paced: its store's gate, and the share of
+/// hedges it may add.
+#[derive(Debug, Clone)]
+pub(crate) struct Pacing {
+    gate: Arc<RequestGate>,
+    hedge_share: f64,
+}
+
+impl Pacing {
+    pub(crate) fn new(gate: Arc<RequestGate>, hedge_share: f64) -> Self {
+        Self { gate, hedge_share }
+    }
+
+    /// A request: a read ahead waits for room in the window, a read a
+    /// decoder waits on (`demand`) goes out at once.
+    pub(crate) async fn send(&self, demand: bool) -> Permit {
+        if demand {
+            self.gate.send_anyway()
+        } else {
+            self.gate.send().await
+        }
+    }
+
+    /// A hedge, if the window allows one now.
+    pub(crate) fn try_hedge(&self) -> Option<Permit> {
+        self.gate.try_hedge(self.hedge_share)
+    }
+
+    /// The store's window now.
+    #[allow(dead_code)] // read by tests and, next, by the metrics
+    pub(crate) fn window(&self) -> WindowState {
+        self.gate.state()
+    }
+}

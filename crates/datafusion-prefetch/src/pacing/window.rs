@@ -1,9 +1,12 @@
 //! How many requests one store gets at once under `auto`: a window that
-//! halves when the store throttles and grows back by about one request per
-//! window of clean answers (AIMD, as TCP paces a link), and how many of
-//! those may be hedges. Pure: it counts requests and reads the answers'
-//! first-byte times it is handed; the async gate in front of the store
-//! waits on it.
+//! starts at [`INITIAL_WINDOW`] and doubles with every window of clean
+//! answers until the store first throttles (TCP's slow start: a scan's
+//! first wave does not send every request at a store that may throttle
+//! before a single answer has told), then halves when the store throttles
+//! and grows back by about one request per window of clean answers (AIMD,
+//! as TCP paces a link); and how many of those may be hedges. Pure: it
+//! counts requests and reads the answers' first-byte times it is handed;
+//! the async gate in front of the store waits on it.
 //!
 //! Through object_store's HTTP client a throttled request is not an error:
 //! the client retries a `503 SlowDown` after a backoff of at least 100 ms,
@@ -23,6 +26,11 @@ use super::outcome::Outcome;
 /// How much later than the store's quick answers a slow answer came:
 /// object_store's first wait before retrying a `503`.
 pub(crate) const SLOW_BY: Duration = Duration::from_millis(100);
+
+/// Requests in flight to a store before any has answered: a first wave
+/// that a store admitting S3's 5,500 a second takes in its stride, and
+/// that doubles every round trip while the answers are clean.
+pub(crate) const INITIAL_WINDOW: u32 = 32;
 
 /// Answers kept as evidence of throttling.
 pub(crate) const EVIDENCE: usize = 16;
@@ -49,8 +57,9 @@ pub(crate) struct Ticket {
 /// The requests in flight to one store, and how many may be.
 #[derive(Debug)]
 pub(crate) struct RequestWindow {
-    /// Requests allowed in flight; fractional so that the additive increase
-    /// can grow it by `1 / limit` per clean answer.
+    /// Requests allowed in flight: grown by one per clean answer until the
+    /// first cut (doubling per window), by `1 / limit` after, which is why
+    /// it is fractional.
     limit: f64,
     max: u32,
     in_flight: u32,
@@ -66,12 +75,12 @@ pub(crate) struct RequestWindow {
 }
 
 impl RequestWindow {
-    /// A window that starts fully open at `max` requests (at least 1), so
-    /// that a store which never throttles is never held back.
+    /// A window of at most `max` requests (at least 1), starting at
+    /// [`INITIAL_WINDOW`] or `max` if lower.
     pub(crate) fn new(max: u32) -> Self {
         let max = max.max(1);
         Self {
-            limit: f64::from(max),
+            limit: f64::from(INITIAL_WINDOW.min(max)),
             max,
             in_flight: 0,
             hedges_in_flight: 0,
@@ -176,7 +185,12 @@ impl RequestWindow {
                 self.cut();
             }
         } else {
-            self.limit = (self.limit + 1.0 / self.limit).min(f64::from(self.max));
+            let growth = if self.cuts == 0 {
+                1.0
+            } else {
+                1.0 / self.limit
+            };
+            self.limit = (self.limit + growth).min(f64::from(self.max));
             self.clean_since_cut = self.clean_since_cut.saturating_add(1);
         }
     }

@@ -83,7 +83,7 @@ impl ObjectStore for HedgedStore {
         let answer = first_of_two(
             || self.inner.get_opts(location, options.clone()),
             || self.hedges.lock().get_after(),
-            || {},
+            || Some(()),
         )
         .await?;
         self.hedges.lock().observe_get(started.elapsed());
@@ -106,7 +106,7 @@ impl ObjectStore for HedgedStore {
             let answer = first_of_two(
                 || first_page(inner.list(prefix.as_ref())),
                 || hedges.lock().list_after(),
-                || {},
+                || Some(()),
             )
             .await;
             match answer {

@@ -23,5 +23,6 @@ mod sql;
 mod stand_in;
 mod streaming;
 mod support;
+mod throttling;
 mod timeline;
 mod wire;

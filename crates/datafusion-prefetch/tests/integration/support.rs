@@ -15,7 +15,8 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_prefetch::{PrefetchStats, enable_prefetch, prefetch_stats};
 use datafusion_prefetch_simstore::{
-    FaultRules, FaultStats, FaultyStore, SimulatedStore, SimulatedStoreConfig, StoreStats,
+    FaultRules, FaultStats, FaultyStore, RequestRateLimit, SimulatedStore, SimulatedStoreConfig,
+    StoreStats,
 };
 use datafusion_prefetch_testdata::mix;
 use object_store::memory::InMemory;
@@ -134,6 +135,8 @@ pub struct FixtureOptions {
     pub bandwidth: Option<u64>,
     /// A memory pool for the session (takes precedence over `memory_limit`).
     pub memory_pool: Option<Arc<dyn MemoryPool>>,
+    /// The store's request rate per prefix (every file is in one).
+    pub rate_limit: Option<RequestRateLimit>,
 }
 
 impl Default for FixtureOptions {
@@ -145,6 +148,7 @@ impl Default for FixtureOptions {
             memory_limit: None,
             bandwidth: None,
             memory_pool: None,
+            rate_limit: None,
         }
     }
 }
@@ -157,7 +161,10 @@ pub async fn fixture(files: Vec<Bytes>, options: FixtureOptions) -> Fixture {
     } else {
         SimulatedStoreConfig::fixed(options.latency)
     };
-    let store = SimulatedStore::new(faulty, config.with_bandwidth(options.bandwidth));
+    let config = config
+        .with_bandwidth(options.bandwidth)
+        .with_rate_limit(options.rate_limit);
+    let store = SimulatedStore::new(faulty, config);
     let stats = store.stats();
     let mut named = vec![];
     for (i, bytes) in files.into_iter().enumerate() {

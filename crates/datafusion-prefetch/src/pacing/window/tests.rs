@@ -9,6 +9,14 @@ fn send(window: &mut RequestWindow, n: usize) -> Vec<Ticket> {
     (0..n).map(|_| window.try_send().expect("room")).collect()
 }
 
+/// A window of `max` opened by clean answers.
+fn opened(max: u32) -> RequestWindow {
+    let mut window = RequestWindow::new(max);
+    answer(&mut window, max as usize, ms(30));
+    assert_eq!(window.limit(), max);
+    window
+}
+
 /// Sends and answers `n` requests one at a time, each after `first_byte`.
 fn answer(window: &mut RequestWindow, n: usize, first_byte: Duration) {
     for _ in 0..n {
@@ -18,8 +26,28 @@ fn answer(window: &mut RequestWindow, n: usize, first_byte: Duration) {
 }
 
 #[test]
+fn the_window_starts_small_and_doubles_with_each_window_of_clean_answers() {
+    let mut window = RequestWindow::new(1024);
+    let mut flying = send(&mut window, INITIAL_WINDOW as usize);
+    assert_eq!(window.try_send(), None);
+    let mut rounds = 0;
+    while window.limit() < 1024 {
+        let answered = flying.len();
+        for ticket in flying.drain(..) {
+            window.ended(ticket, Outcome::Answered(ms(30)));
+        }
+        assert_eq!(window.limit(), (2 * answered as u32).min(1024));
+        flying = std::iter::from_fn(|| window.try_send()).collect();
+        rounds += 1;
+    }
+    // 32, 64, ..., 1024: five round trips.
+    assert_eq!(rounds, 5);
+    assert_eq!(window.cuts(), 0);
+}
+
+#[test]
 fn a_store_that_never_throttles_is_never_held_back() {
-    let mut window = RequestWindow::new(64);
+    let mut window = opened(64);
     // S3's tail: about one answer in 16 is over 100 ms later than the
     // quick ones, here three in a row at the worst.
     let mut tickets = send(&mut window, 64);
@@ -34,8 +62,7 @@ fn a_store_that_never_throttles_is_never_held_back() {
 
 #[test]
 fn throttling_halves_what_is_in_flight() {
-    let mut window = RequestWindow::new(256);
-    answer(&mut window, 8, ms(30));
+    let mut window = opened(256);
     let mut flying = send(&mut window, 40);
     for slow in 0..CUT_AFTER {
         assert_eq!(window.cuts(), 0, "cut after {slow} slow answers");
@@ -53,8 +80,7 @@ fn throttling_halves_what_is_in_flight() {
 
 #[test]
 fn answers_to_requests_sent_before_a_cut_are_not_evidence() {
-    let mut window = RequestWindow::new(256);
-    answer(&mut window, 8, ms(30));
+    let mut window = opened(256);
     let mut before = send(&mut window, 40);
     for _ in 0..CUT_AFTER {
         window.ended(before.pop().unwrap(), Outcome::Answered(ms(500)));
@@ -78,8 +104,7 @@ fn answers_to_requests_sent_before_a_cut_are_not_evidence() {
 
 #[test]
 fn clean_answers_grow_the_window_by_about_one_per_window() {
-    let mut window = RequestWindow::new(20);
-    answer(&mut window, 8, ms(30));
+    let mut window = opened(20);
     let mut flying = send(&mut window, 20);
     // 20 in flight when the client gave up (the one that did included).
     window.ended(flying.pop().unwrap(), Outcome::GaveUp);
@@ -97,7 +122,7 @@ fn clean_answers_grow_the_window_by_about_one_per_window() {
 
 #[test]
 fn a_client_that_gives_up_cuts_at_once_and_the_window_never_closes() {
-    let mut window = RequestWindow::new(8);
+    let mut window = opened(8);
     for cut in 1..=10 {
         let ticket = window.try_send().expect("at least one request");
         window.ended(ticket, Outcome::GaveUp);
@@ -116,15 +141,14 @@ fn a_client_that_gives_up_cuts_at_once_and_the_window_never_closes() {
 
 #[test]
 fn hedges_stay_within_their_share_and_stop_while_throttled() {
-    let mut window = RequestWindow::new(256);
-    answer(&mut window, 8, ms(30));
+    let mut window = opened(256);
     let mut flying = send(&mut window, 20);
     // A quarter of the 20 requests in flight: 5 hedges.
     let hedges: Vec<Ticket> = (0..5).map(|_| window.try_hedge(0.25).unwrap()).collect();
     assert_eq!(window.try_hedge(0.25), None);
     assert_eq!(window.hedges_in_flight(), 5);
     // With one request in flight, one hedge is allowed whatever the share.
-    let mut lone = RequestWindow::new(4);
+    let mut lone = opened(4);
     let _first = lone.try_send().unwrap();
     assert!(lone.try_hedge(0.01).is_some());
     for ticket in hedges {

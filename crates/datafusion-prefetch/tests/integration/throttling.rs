@@ -1,0 +1,56 @@
+//! A store that throttles: over its request rate it answers `503 SlowDown`,
+//! which the client retries after a backoff. `auto` narrows its window of
+//! requests in flight, so it provokes fewer `503`s than a fixed policy
+//! opening as many files ahead, and every policy answers as `off` does.
+
+use std::time::Duration;
+
+use datafusion_prefetch_simstore::RequestRateLimit;
+
+use crate::support::{Fixture, FixtureOptions, fixture, parquet_file};
+
+const SQL: &str = "SELECT count(*), sum(payload), min(id), max(tag) FROM t";
+
+/// 48 files of 4 row groups each in a store of 10 ms round trips that
+/// admits 100 requests a second, 10 at once.
+async fn throttling_store() -> Fixture {
+    let files = (0..48)
+        .map(|i| parquet_file(i * 2_000, 2_000, 500))
+        .collect();
+    let options = FixtureOptions {
+        latency: Duration::from_millis(10),
+        partitions: 2,
+        rate_limit: Some(RequestRateLimit::per_second(100).with_burst(10)),
+        ..Default::default()
+    };
+    fixture(files, options).await
+}
+
+/// The answer under `settings`, and the 503s and retries it caused.
+async fn run(settings: &[(&str, &str)]) -> (String, u64, u64) {
+    let fx = throttling_store().await;
+    for (key, value) in settings {
+        fx.set(key, value).await;
+    }
+    let (answer, _) = fx.run(SQL).await;
+    (answer, fx.store.throttled(), fx.store.retries())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_backs_off_a_throttling_store_and_answers_as_off() {
+    let (expected, off_503s, _) = run(&[("policy", "off")]).await;
+    let (pipelined, pipelined_503s, pipelined_retries) =
+        run(&[("policy", "pipelined"), ("file_open_depth", "64")]).await;
+    let (auto, auto_503s, auto_retries) = run(&[("policy", "auto")]).await;
+    assert_eq!(pipelined, expected);
+    assert_eq!(auto, expected);
+    eprintln!(
+        "503s: off {off_503s}, pipelined(64) {pipelined_503s} ({pipelined_retries} retries), \
+         auto {auto_503s} ({auto_retries} retries)"
+    );
+    assert!(pipelined_503s > 0, "the limit binds");
+    assert!(
+        auto_503s < pipelined_503s,
+        "auto {auto_503s}, pipelined {pipelined_503s}"
+    );
+}
