@@ -130,9 +130,8 @@ pub(crate) async fn fetch_planned(
         let first_byte = started.elapsed();
         // The request holds its room in the window until its body is in.
         let body = answer.bytes().await?;
-        if let Some(permit) = permit {
-            permit.ended(Outcome::Answered(first_byte));
-        }
+        // A slow answer from a throttling store timed the client's retries.
+        let throttled = permit.is_some_and(|permit| permit.ended(Outcome::Answered(first_byte)));
         if body.len() as u64 != expected && short == ShortBodies::Fail {
             return Err(object_store::Error::Generic {
                 store: "prefetch",
@@ -145,14 +144,16 @@ pub(crate) async fn fetch_planned(
                 .into(),
             });
         }
-        report(
-            sink,
-            Event::TransferTimed {
-                bytes: expected,
-                first_byte,
-                took: started.elapsed(),
-            },
-        );
+        if !throttled {
+            report(
+                sink,
+                Event::TransferTimed {
+                    bytes: expected,
+                    first_byte,
+                    took: started.elapsed(),
+                },
+            );
+        }
         Ok(body)
     };
     let bodies = try_join_all(plan.requests.iter().map(|request| async move {

@@ -85,9 +85,10 @@ impl RequestGate {
         }
     }
 
-    fn end(&self, ticket: Ticket, outcome: Outcome) {
-        self.window.lock().ended(ticket, outcome);
+    fn end(&self, ticket: Ticket, outcome: Outcome) -> bool {
+        let throttled = self.window.lock().ended(ticket, outcome);
         self.room.notify_waiters();
+        throttled
     }
 }
 
@@ -109,11 +110,11 @@ pub(crate) struct Permit {
 }
 
 impl Permit {
-    /// The request ended so.
-    pub(crate) fn ended(mut self, outcome: Outcome) {
-        if let Some(ticket) = self.ticket.take() {
-            self.gate.end(ticket, outcome);
-        }
+    /// The request ended so. Returns whether it answered slowly while the
+    /// store throttles (see [`RequestWindow::ended`]).
+    pub(crate) fn ended(mut self, outcome: Outcome) -> bool {
+        let ticket = self.ticket.take().expect("a permit ends once");
+        self.gate.end(ticket, outcome)
     }
 }
 

@@ -150,8 +150,10 @@ impl RequestWindow {
         Ticket { seq, hedge }
     }
 
-    /// A request ended.
-    pub(crate) fn ended(&mut self, ticket: Ticket, outcome: Outcome) {
+    /// A request ended. Returns whether it answered slowly while the store
+    /// throttles: then its time is the client's retries, not the store's
+    /// round trip, and says nothing to `auto`'s tuner.
+    pub(crate) fn ended(&mut self, ticket: Ticket, outcome: Outcome) -> bool {
         self.in_flight -= 1;
         self.hedges_in_flight -= u32::from(ticket.hedge);
         let slow = match outcome {
@@ -169,12 +171,12 @@ impl RequestWindow {
                 if ticket.seq >= self.evidence_from {
                     self.cut();
                 }
-                return;
+                return false;
             }
-            Outcome::NoAnswer => return,
+            Outcome::NoAnswer => return false,
         };
         if ticket.seq < self.evidence_from {
-            return;
+            return slow && self.throttled();
         }
         if self.evidence.len() == EVIDENCE {
             self.evidence.pop_front();
@@ -193,6 +195,7 @@ impl RequestWindow {
             self.limit = (self.limit + growth).min(f64::from(self.max));
             self.clean_since_cut = self.clean_since_cut.saturating_add(1);
         }
+        slow && self.throttled()
     }
 
     /// Halves what was in flight (not a limit far above it, which a cut

@@ -180,3 +180,21 @@ fn nothing_is_slow_before_the_store_has_answered_a_few_times() {
     answer(&mut window, 1, ms(900));
     assert_eq!(window.cuts(), 0);
 }
+
+#[test]
+fn a_slow_answer_tells_of_the_store_only_while_it_does_not_throttle() {
+    let mut window = opened(64);
+    let mut flying = send(&mut window, 20);
+    // Slow answers before the store has been found throttling are its
+    // round trips (its tail).
+    for _ in 0..CUT_AFTER - 1 {
+        assert!(!window.ended(flying.pop().unwrap(), Outcome::Answered(ms(300))));
+    }
+    // The one that cuts, and slow answers after, timed the client's retries.
+    assert!(window.ended(flying.pop().unwrap(), Outcome::Answered(ms(300))));
+    assert!(window.ended(flying.pop().unwrap(), Outcome::Answered(ms(300))));
+    assert!(!window.ended(flying.pop().unwrap(), Outcome::Answered(ms(30))));
+    // Once calm again, a slow answer is the store's own.
+    answer(&mut window, CALM_AFTER as usize, ms(30));
+    assert!(!window.ended(flying.pop().unwrap(), Outcome::Answered(ms(300))));
+}
