@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use datafusion_prefetch::ByteSize;
-use datafusion_prefetch_simstore::{LatencyModel, SimulatedStoreConfig};
+use datafusion_prefetch_simstore::{LatencyModel, RequestRateLimit, SimulatedStoreConfig};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::report::Report;
@@ -123,6 +123,12 @@ struct Args {
     /// `prefetch.hedge_after`: auto, off, or e.g. 80ms.
     #[arg(long)]
     hedge_after: Option<String>,
+    /// The store's request rate per prefix (GET, HEAD and LIST pages a
+    /// second; over it the store answers `503 SlowDown` and the client
+    /// retries), with a burst of one second's worth, or `off`. Default: the
+    /// latency model's (`s3`: S3's 5,500; otherwise off).
+    #[arg(long)]
+    rate_limit: Option<String>,
     /// Iterations; each runs the policies forwards, then backwards.
     #[arg(long, default_value_t = 2)]
     iterations: usize,
@@ -212,6 +218,16 @@ fn store_config(args: &Args) -> Result<(SimulatedStoreConfig, Duration), String>
     }
     if let Some(seed) = args.latency_seed {
         config = config.with_seed(seed);
+    }
+    match args.rate_limit.as_deref() {
+        None => {}
+        Some("off") => config = config.with_rate_limit(None),
+        Some(rate) => {
+            let per_second = rate.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                format!("--rate-limit: '{rate}' is not off or a whole number of requests a second")
+            })?;
+            config = config.with_rate_limit(Some(RequestRateLimit::per_second(per_second)));
+        }
     }
     // The floor's round trips: the least the model ever draws.
     Ok((config, model.minimum()))

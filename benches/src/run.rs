@@ -85,6 +85,12 @@ pub struct Measurement {
     /// to produce rows), measured the same way for every policy.
     pub scan_ttfb_ms: f64,
     pub requests: u64,
+    /// Every request the store received, as S3 bills them: GETs, HEADs and
+    /// LIST pages, each retry after a `503 SlowDown` one of its own.
+    pub attempts: u64,
+    /// Requests the store answered `503 SlowDown` (its rate limit per
+    /// prefix; retried by the client as object_store retries them).
+    pub throttled: u64,
     /// Bytes the store served (data, footers and page indexes).
     pub bytes_fetched: u64,
     /// The scans' own count of the data they fetched (`prefetch_bytes_fetched`;
@@ -220,6 +226,8 @@ pub async fn measure(
             .as_secs_f64()
             * 1e3,
         requests: store_stats.get_requests(),
+        attempts: store_stats.attempts(),
+        throttled: store_stats.throttled(),
         bytes_fetched: store_stats.bytes_transferred(),
         scan_bytes_fetched: sources.iter().map(|s| s.bytes_fetched()).sum(),
         bytes_used: sources.iter().map(|s| s.bytes_used()).sum(),

@@ -314,7 +314,7 @@ async fn the_codec_round_trips_a_scan_and_its_settings() {
         .unwrap();
     let text = |plan: &Arc<dyn ExecutionPlan>| displayable(plan.as_ref()).indent(true).to_string();
     assert_eq!(text(&decoded), text(&plan));
-    assert!(text(&decoded).contains("prefetch=streaming(read_ahead_window=300MiB, memory_budget=1GiB, file_open_depth=3, eager_first_read_cap=0, request_timeout=30s, hedge_after=auto)"), "{}", text(&decoded));
+    assert!(text(&decoded).contains("prefetch=streaming(read_ahead_window=300MiB, memory_budget=1GiB, file_open_depth=3, eager_first_read_cap=0, request_timeout=30s, hedge_after=auto, hedge_share=25%)"), "{}", text(&decoded));
 
     // The decoded plan scans (through this context's stores) what the original does.
     let run = |plan: Arc<dyn ExecutionPlan>| {

@@ -91,9 +91,10 @@ mod source;
 mod table;
 
 pub use config::{
-    AUTO_MAX_FILE_OPEN_DEPTH, ByteSize, ByteSizeError, FIXED_POLICY_EAGER_FIRST_READ_CAP,
-    FIXED_POLICY_FILE_OPEN_DEPTH, FIXED_POLICY_WINDOW, HedgeAfter, MAX_FILE_OPEN_DEPTH,
-    POOL_SHARE_DIVISOR, PrefetchOptions, PrefetchPolicy, RequestTimeout,
+    AUTO_MAX_FILE_OPEN_DEPTH, ByteSize, ByteSizeError, DEFAULT_HEDGE_SHARE_PERCENT,
+    FIXED_POLICY_EAGER_FIRST_READ_CAP, FIXED_POLICY_FILE_OPEN_DEPTH, FIXED_POLICY_WINDOW,
+    HedgeAfter, MAX_FILE_OPEN_DEPTH, POOL_SHARE_DIVISOR, PrefetchOptions, PrefetchPolicy,
+    RequestTimeout,
 };
 pub use governor::{DEFAULT_MEMORY_LIMIT, POOL_LIMIT_DIVISOR, PrefetchGovernor};
 pub use late_scans::PrefetchLateScanRule;

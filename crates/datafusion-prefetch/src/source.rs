@@ -37,7 +37,7 @@ use crate::io::{
     SlicingMorselizer, StatisticsPruning,
 };
 use crate::metrics::{PrefetchStats, ScanMetrics};
-use crate::pacing::{DEFAULT_HEDGE_SHARE, Pacing};
+use crate::pacing::Pacing;
 use crate::profiles::StoreProfiles;
 use crate::running::{LateScan, RunningScan, StartsEarly};
 use crate::scheduler::{CoreConfig, FileId, MIN_COLUMN_SLICE_BYTES, ScanCore};
@@ -300,8 +300,12 @@ impl PrefetchingParquetSource {
             .governor
             .clone()
             .unwrap_or_else(PrefetchGovernor::detached);
-        let pacing = (policy == PrefetchPolicy::Auto)
-            .then(|| Pacing::new(governor.request_gate(&store_key), DEFAULT_HEDGE_SHARE));
+        let pacing = (policy == PrefetchPolicy::Auto).then(|| {
+            Pacing::new(
+                governor.request_gate(&store_key),
+                self.options.hedge_share(),
+            )
+        });
         ScanDriver::new(DriverParts {
             core,
             units,
@@ -520,7 +524,7 @@ impl FileSource for PrefetchingParquetSource {
         self.inner.fmt_extra(t, f)?;
         let o = &self.options;
         let settings = format!(
-            "prefetch={}(read_ahead_window={}, memory_budget={}, file_open_depth={}, eager_first_read_cap={}, request_timeout={}, hedge_after={})",
+            "prefetch={}(read_ahead_window={}, memory_budget={}, file_open_depth={}, eager_first_read_cap={}, request_timeout={}, hedge_after={}, hedge_share={}%)",
             o.policy(),
             o.read_ahead_window()
                 .map_or_else(|| "auto".to_string(), |w| w.to_string()),
@@ -530,7 +534,8 @@ impl FileSource for PrefetchingParquetSource {
             o.eager_first_read_cap()
                 .map_or_else(|| "auto".to_string(), |c| c.to_string()),
             o.request_timeout(),
-            o.hedge_after()
+            o.hedge_after(),
+            o.hedge_share()
         );
         match t {
             DisplayFormatType::TreeRender => writeln!(f, "{settings}"),

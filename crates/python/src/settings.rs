@@ -27,6 +27,7 @@ pub fn settings(
     file_open_depth: Option<String>,
     eager_first_read_cap: Option<String>,
     hedge_after: Option<String>,
+    hedge_share: Option<String>,
     request_timeout: Option<String>,
 ) -> Settings {
     [
@@ -36,6 +37,7 @@ pub fn settings(
         ("file_open_depth", file_open_depth),
         ("eager_first_read_cap", eager_first_read_cap),
         ("hedge_after", hedge_after),
+        ("hedge_share", hedge_share),
         ("request_timeout", request_timeout),
     ]
     .into_iter()
@@ -77,6 +79,7 @@ impl PrefetchConfig {
         file_open_depth = None,
         eager_first_read_cap = None,
         hedge_after = None,
+        hedge_share = None,
         request_timeout = None,
     ))]
     #[allow(clippy::too_many_arguments)]
@@ -87,6 +90,7 @@ impl PrefetchConfig {
         file_open_depth: Option<String>,
         eager_first_read_cap: Option<String>,
         hedge_after: Option<String>,
+        hedge_share: Option<String>,
         request_timeout: Option<String>,
     ) -> PyResult<Self> {
         let settings = settings(
@@ -96,6 +100,7 @@ impl PrefetchConfig {
             file_open_depth,
             eager_first_read_cap,
             hedge_after,
+            hedge_share,
             request_timeout,
         );
         let options = with_settings(PrefetchOptions::default(), &settings).map_err(to_py)?;

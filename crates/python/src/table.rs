@@ -46,6 +46,7 @@ impl ParquetTable {
         file_open_depth = None,
         eager_first_read_cap = None,
         hedge_after = None,
+        hedge_share = None,
         request_timeout = None,
         file_extension = ".parquet",
         simulate_latency = None,
@@ -61,6 +62,7 @@ impl ParquetTable {
         file_open_depth: Option<String>,
         eager_first_read_cap: Option<String>,
         hedge_after: Option<String>,
+        hedge_share: Option<String>,
         request_timeout: Option<String>,
         file_extension: &str,
         simulate_latency: Option<String>,
@@ -76,6 +78,7 @@ impl ParquetTable {
             file_open_depth,
             eager_first_read_cap,
             hedge_after,
+            hedge_share,
             request_timeout,
         );
         let options = with_settings(PrefetchOptions::default(), &settings).map_err(to_py)?;

@@ -97,6 +97,7 @@ def test_stats_of_a_scan(local_dataset):
         ({"file_open_depth": "100000"}, "file_open_depth"),
         ({"read_ahead_window": "1GiB", "memory_budget": "64MiB"}, "must not exceed"),
         ({"hedge_after": "soon"}, "hedge_after"),
+        ({"hedge_share": "0%"}, "hedge_share"),
         ({"request_timeout": "soon"}, "request_timeout"),
     ],
 )

@@ -13,8 +13,8 @@ pub use limits::POOL_SHARE_DIVISOR;
 pub(crate) use limits::{StreamLimits, planning_footer_depth, pool_bounded_budget};
 pub(crate) use options::LimitSource;
 pub use options::{
-    AUTO_MAX_FILE_OPEN_DEPTH, FIXED_POLICY_EAGER_FIRST_READ_CAP, FIXED_POLICY_FILE_OPEN_DEPTH,
-    FIXED_POLICY_WINDOW, MAX_FILE_OPEN_DEPTH, PrefetchOptions,
+    AUTO_MAX_FILE_OPEN_DEPTH, DEFAULT_HEDGE_SHARE_PERCENT, FIXED_POLICY_EAGER_FIRST_READ_CAP,
+    FIXED_POLICY_FILE_OPEN_DEPTH, FIXED_POLICY_WINDOW, MAX_FILE_OPEN_DEPTH, PrefetchOptions,
 };
 pub use policy::PrefetchPolicy;
 pub use timeout::RequestTimeout;

@@ -46,6 +46,8 @@ pub struct PrefetchOptions {
     eager_first_read_cap: Option<ByteSize>,
     request_timeout: RequestTimeout,
     hedge_after: HedgeAfter,
+    /// Percent (see [`PrefetchOptions::hedge_share`]).
+    hedge_share: u8,
     /// `None`: `auto` (see [`PrefetchOptions::memory_limit`]).
     memory_limit: Option<ByteSize>,
     /// The runtime's limit, once the session is built on one: what `SHOW`
@@ -95,6 +97,9 @@ pub const FIXED_POLICY_EAGER_FIRST_READ_CAP: ByteSize = ByteSize::mib(16);
 /// is `auto`: it opens as many as its measured lead covers, up to this.
 pub const AUTO_MAX_FILE_OPEN_DEPTH: usize = 64;
 
+/// The default `prefetch.hedge_share`, in percent.
+pub const DEFAULT_HEDGE_SHARE_PERCENT: u8 = 25;
+
 /// The value that leaves the window or the file-open depth to the policy.
 const AUTO: &str = "auto";
 
@@ -110,6 +115,7 @@ impl Default for PrefetchOptions {
             eager_first_read_cap: None,
             request_timeout: RequestTimeout::OFF,
             hedge_after: HedgeAfter::Auto,
+            hedge_share: DEFAULT_HEDGE_SHARE_PERCENT,
             memory_limit: None,
             attached: None,
         }
@@ -122,7 +128,7 @@ struct Key {
     description: &'static str,
 }
 
-const KEYS: [Key; 8] = [
+const KEYS: [Key; 9] = [
     Key {
         name: "policy",
         description: "Scan policy: auto (adapts to the measured store and decoder), off (stock DataFusion), batched, pipelined or streaming",
@@ -150,6 +156,10 @@ const KEYS: [Key; 8] = [
     Key {
         name: "hedge_after",
         description: "How long a planned GET may wait for its first byte before an identical one is sent beside it (the first answer is read), or auto: under the auto policy two measured median round trips (at least 50ms), never under the others; or off",
+    },
+    Key {
+        name: "hedge_share",
+        description: "Under the auto policy, the most hedges in flight to a store, as a percentage of its other requests in flight (at least one hedge is always allowed): 1% to 100%, default 25%",
     },
     Key {
         name: "memory_limit",
@@ -217,6 +227,15 @@ impl PrefetchOptions {
         self.hedge_after
     }
 
+    /// Under `auto`, the most hedges in flight to a store as a percentage of
+    /// its other requests in flight (at least one is always allowed), from
+    /// 1 to 100; [`DEFAULT_HEDGE_SHARE_PERCENT`] unless set. Hedges are
+    /// also not sent while the store throttles (see the configuration
+    /// reference).
+    pub fn hedge_share(&self) -> u8 {
+        self.hedge_share
+    }
+
     /// The process-wide limit the context is built with; `None` (`auto`, the
     /// default) keeps the runtime's (see [`crate::PrefetchGovernor`]).
     pub fn memory_limit(&self) -> Option<ByteSize> {
@@ -281,6 +300,20 @@ impl PrefetchOptions {
                 next.hedge_after = value.parse().map_err(|e| {
                     config_error(format!("invalid value for prefetch.hedge_after: {e}"))
                 })?;
+            }
+            "hedge_share" => {
+                let percent = value.strip_suffix('%').unwrap_or(value).trim();
+                next.hedge_share = percent
+                    .parse::<u8>()
+                    .ok()
+                    .filter(|p| (1..=100).contains(p))
+                    .ok_or_else(|| {
+                        config_error(format!(
+                            "invalid value '{value}' for prefetch.hedge_share: expected a \
+                             percentage from 1% to 100% (set prefetch.hedge_after = 'off' to \
+                             send no hedges)"
+                        ))
+                    })?;
             }
             "memory_limit" if self.attached.is_some() => {
                 return Err(config_error(format!(
@@ -378,6 +411,7 @@ impl PrefetchOptions {
                 .map_or_else(|| AUTO.to_string(), |c| c.to_string()),
             "request_timeout" => self.request_timeout.to_string(),
             "hedge_after" => self.hedge_after.to_string(),
+            "hedge_share" => format!("{}%", self.hedge_share),
             "memory_limit" => match (&self.attached, self.memory_limit) {
                 (Some(AttachedLimit(source)), _) => source.limit().to_string(),
                 (None, Some(limit)) => limit.to_string(),
@@ -467,6 +501,8 @@ mod tests {
             ("hedge_after", "80ms"),
             ("hedge_after", "off"),
             ("hedge_after", "auto"),
+            ("hedge_share", "10%"),
+            ("hedge_share", "100%"),
             ("memory_limit", "2GiB"),
             ("memory_limit", "auto"),
         ] {
@@ -501,6 +537,9 @@ mod tests {
             ("request_timeout", "soon", "expected off or e.g. 500ms"),
             ("request_timeout", "5h", "prefetch.request_timeout"),
             ("hedge_after", "soon", "expected auto, off or e.g. 80ms"),
+            ("hedge_share", "0%", "a percentage from 1% to 100%"),
+            ("hedge_share", "101", "prefetch.hedge_share"),
+            ("hedge_share", "half", "prefetch.hedge_share"),
             (
                 "eager_first_read_cap",
                 "1.5",

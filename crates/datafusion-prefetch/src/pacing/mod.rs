@@ -20,10 +20,6 @@ use std::sync::Arc;
 pub(crate) use gate::{Permit, RequestGate, WindowState};
 pub(crate) use outcome::Outcome;
 
-/// Hedges one scan may have in flight, as a share of its store's other
-/// requests in flight.
-pub(crate) const DEFAULT_HEDGE_SHARE: f64 = 0.25;
-
 /// How one scan's requests are paced: its store's gate, and the share of
 /// hedges it may add.
 #[derive(Debug, Clone)]
@@ -33,8 +29,13 @@ pub(crate) struct Pacing {
 }
 
 impl Pacing {
-    pub(crate) fn new(gate: Arc<RequestGate>, hedge_share: f64) -> Self {
-        Self { gate, hedge_share }
+    /// Paced by `gate`, with hedges within `hedge_share` percent of the
+    /// store's other requests in flight.
+    pub(crate) fn new(gate: Arc<RequestGate>, hedge_share: u8) -> Self {
+        Self {
+            gate,
+            hedge_share: f64::from(hedge_share) / 100.0,
+        }
     }
 
     /// A request: a read ahead waits for room in the window, a read a
