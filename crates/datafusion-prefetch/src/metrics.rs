@@ -9,6 +9,7 @@ use datafusion::physical_plan::metrics::{
     Count, ExecutionPlanMetricsSet, Gauge, MetricBuilder, MetricValue, Time,
 };
 
+use crate::pacing::WindowState;
 use crate::scheduler::{AutoSnapshot, CoreStats};
 
 /// Live counters of one [`PrefetchingParquetSource`](crate::PrefetchingParquetSource),
@@ -187,6 +188,8 @@ struct AutoMetrics {
     remote: Gauge,
     requests_split: Count,
     requests_hedged: Count,
+    request_window: Gauge,
+    request_window_cuts: Gauge,
 }
 
 fn global_time(metrics: &ExecutionPlanMetricsSet, name: &'static str) -> Time {
@@ -215,6 +218,8 @@ impl ScanMetrics {
             remote: gauge("prefetch_auto_remote"),
             requests_split: counter("prefetch_requests_split"),
             requests_hedged: counter("prefetch_requests_hedged"),
+            request_window: gauge("prefetch_auto_request_window"),
+            request_window_cuts: gauge("prefetch_auto_request_window_cuts"),
         });
         Self {
             requests: counter("prefetch_requests"),
@@ -351,6 +356,17 @@ impl ScanMetrics {
         }
         auto.lead_bytes.set(whole(snapshot.lead_bytes as f64));
         auto.remote.set(usize::from(snapshot.remote));
+    }
+
+    /// Publish the state of the store's window of requests in flight (shared
+    /// by the runtime's `auto` scans of the store), as the scan last saw it.
+    pub(crate) fn publish_window(&self, window: &WindowState) {
+        let Some(auto) = &self.auto else {
+            return;
+        };
+        auto.request_window.set(window.limit as usize);
+        auto.request_window_cuts
+            .set(usize::try_from(window.cuts).unwrap_or(usize::MAX));
     }
 
     /// Publish the scheduler's counters, given what was published before.

@@ -315,6 +315,9 @@ impl ScanDriver {
         if let Some(auto) = core.auto_snapshot() {
             self.metrics.publish_auto(&auto);
         }
+        if let Some(pacing) = &self.pacing {
+            self.metrics.publish_window(&pacing.window());
+        }
         if let Some(hedge_after) = &self.hedge_after {
             hedge_after.set(core.hedge_after());
         }

@@ -54,7 +54,6 @@ impl Pacing {
     }
 
     /// The store's window now.
-    #[allow(dead_code)] // read by tests and, next, by the metrics
     pub(crate) fn window(&self) -> WindowState {
         self.gate.state()
     }

@@ -58,6 +58,9 @@ async fn on_a_slow_store_auto_measures_it_and_reads_ahead() {
     assert_eq!(metric(&text, "prefetch_auto_remote"), 1, "{text}");
     let rtt = metric(&text, "prefetch_auto_rtt_us");
     assert!((20_000..200_000).contains(&rtt), "rtt {rtt} us:\n{text}");
+    // The store's window of requests in flight (cut only if it throttles,
+    // which `throttling.rs` tests).
+    assert!(metric(&text, "prefetch_auto_request_window") >= 1, "{text}");
     assert!(metric(&text, "prefetch_bytes_fetched_ahead") > 0, "{text}");
     assert!(
         metric(&text, "prefetch_bytes_served_from_prefetch") > 0,

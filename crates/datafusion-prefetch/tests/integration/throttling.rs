@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use datafusion_prefetch_simstore::RequestRateLimit;
 
-use crate::support::{Fixture, FixtureOptions, fixture, parquet_file};
+use crate::support::{Fixture, FixtureOptions, fixture, metric, parquet_file, sql_text};
 
 const SQL: &str = "SELECT count(*), sum(payload), min(id), max(tag) FROM t";
 
@@ -53,4 +53,17 @@ async fn auto_backs_off_a_throttling_store_and_answers_as_off() {
         auto_503s < pipelined_503s,
         "auto {auto_503s}, pipelined {pipelined_503s}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_analyze_shows_the_window_auto_cut() {
+    let fx = throttling_store().await;
+    fx.set("policy", "auto").await;
+    let text = sql_text(&fx.ctx, &format!("EXPLAIN ANALYZE {SQL}")).await;
+    let cuts = metric(&text, "prefetch_auto_request_window_cuts");
+    let window = metric(&text, "prefetch_auto_request_window");
+    assert!(cuts >= 1, "{text}");
+    // Cut from the first window of 32 at least once.
+    assert!((1..32).contains(&window), "{text}");
+    assert!(fx.store.throttled() > 0);
 }
