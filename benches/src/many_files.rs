@@ -69,6 +69,11 @@ struct Run {
     wall_ms: f64,
     plan_requests: u64,
     exec_requests: u64,
+    /// Every request the store received, planning and execution: GETs,
+    /// HEADs and LIST pages, each retry after a `503` one of its own.
+    attempts: u64,
+    /// Requests the store answered `503 SlowDown` (see `--rate-limit`).
+    throttled: u64,
     rows: usize,
     checksum: String,
     /// The result's one row, cells joined by `,`.
@@ -189,6 +194,8 @@ async fn measure(
         wall_ms: ms(planned + executed),
         plan_requests,
         exec_requests: stats.get_requests() - plan_requests,
+        attempts: stats.attempts(),
+        throttled: stats.throttled(),
         rows,
         checksum,
         answer,
@@ -325,8 +332,14 @@ pub async fn run(config: &ManyFilesConfig) -> Result<bool> {
                         DataFusionError::Execution(format!("{files} files under {policy}: {e}"))
                     })?;
                 eprintln!(
-                    "many_files {files:>7} {policy:<10} plan {:>9.1} ms  ttfb {:>8.1} ms  exec {:>9.1} ms  requests {} / {}",
-                    run.plan_ms, run.ttfb_ms, run.exec_ms, run.plan_requests, run.exec_requests
+                    "many_files {files:>7} {policy:<10} plan {:>9.1} ms  ttfb {:>8.1} ms  exec {:>9.1} ms  requests {} / {}  attempts {}  503s {}",
+                    run.plan_ms,
+                    run.ttfb_ms,
+                    run.exec_ms,
+                    run.plan_requests,
+                    run.exec_requests,
+                    run.attempts,
+                    run.throttled
                 );
                 runs.push(run);
             }
