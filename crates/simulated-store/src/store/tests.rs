@@ -10,6 +10,7 @@ use object_store::memory::InMemory;
 use object_store::{GetRange, ObjectStoreExt};
 use tokio::time::Instant;
 
+use super::get::MIN_SLEEP;
 use super::*;
 use crate::{LatencyModel, RequestRecord};
 
