@@ -522,21 +522,7 @@ impl FileSource for PrefetchingParquetSource {
 
     fn fmt_extra(&self, t: DisplayFormatType, f: &mut Formatter) -> fmt::Result {
         self.inner.fmt_extra(t, f)?;
-        let o = &self.options;
-        let settings = format!(
-            "prefetch={}(read_ahead_window={}, memory_budget={}, file_open_depth={}, eager_first_read_cap={}, request_timeout={}, hedge_after={}, hedge_share={}%)",
-            o.policy(),
-            o.read_ahead_window()
-                .map_or_else(|| "auto".to_string(), |w| w.to_string()),
-            o.memory_budget(),
-            o.file_open_depth()
-                .map_or_else(|| "auto".to_string(), |d| d.to_string()),
-            o.eager_first_read_cap()
-                .map_or_else(|| "auto".to_string(), |c| c.to_string()),
-            o.request_timeout(),
-            o.hedge_after(),
-            o.hedge_share()
-        );
+        let settings = format!("prefetch={}", self.options.scan_settings());
         match t {
             DisplayFormatType::TreeRender => writeln!(f, "{settings}"),
             _ => write!(f, ", {settings}"),
