@@ -28,7 +28,6 @@ use self::pages::ListPages;
 use self::wire::{Request, Wire};
 use crate::ranges::get_ranges_bounded;
 use crate::retry::Retries;
-use crate::throttle::prefix_of;
 use crate::{RequestState, SimulatedStoreConfig, StoreStats};
 
 /// An [`ObjectStore`] wrapper that makes a fast store (typically
@@ -233,14 +232,7 @@ impl<T: ObjectStore> SimulatedStore<T> {
             (delay, self.wire.retries(&mut rngs.retry))
         };
         let key = location.to_string();
-        let request = Request {
-            method: "HEAD",
-            target: &key,
-            prefix: prefix_of(&key),
-            delay,
-            latency: self.config.latency,
-            retries,
-        };
+        let request = Request::to_object("HEAD", &key, delay, self.config.latency, retries);
         let mut connection: Option<OwnedSemaphorePermit> = None;
         self.wire.round_trip(&mut connection, request).await?;
         self.inner.get_opts(location, options).await
@@ -301,14 +293,7 @@ impl<T: ObjectStore> ObjectStore for SimulatedStore<T> {
         // From here on, dropping this future (or failing) finishes the record.
         let mut guard = GetGuard::new(Arc::clone(&self.stats), seq);
 
-        let request = Request {
-            method: "GET",
-            target: &key,
-            prefix: prefix_of(&key),
-            delay,
-            latency: self.config.latency,
-            retries,
-        };
+        let request = Request::to_object("GET", &key, delay, self.config.latency, retries);
         if let Err(e) = self.wire.round_trip(&mut guard, request).await {
             guard.finish(RequestState::Failed);
             return Err(e);

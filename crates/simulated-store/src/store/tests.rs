@@ -125,6 +125,36 @@ async fn chunked_store_with(
     SimulatedStore::new(inner, config)
 }
 
+/// `store` holding `keys` one-byte objects `dir/k<i>` and `prefixes` more
+/// in subfolders `dir/p<i>/`.
+async fn store_of_keys(
+    config: SimulatedStoreConfig,
+    keys: usize,
+    prefixes: usize,
+) -> SimulatedStore<InMemory> {
+    let store = store_with(config, &[]).await;
+    let paths = (0..keys)
+        .map(|i| format!("dir/k{i:05}"))
+        .chain((0..prefixes).map(|i| format!("dir/p{i:05}/x")));
+    for path in paths {
+        store
+            .inner()
+            .put(&Path::from(path), vec![0u8].into())
+            .await
+            .unwrap();
+    }
+    store
+}
+
+/// Everything `store` lists under `prefix`.
+async fn listing(store: &dyn ObjectStore, prefix: &str) -> Vec<ObjectMeta> {
+    store
+        .list(Some(&Path::from(prefix)))
+        .try_collect()
+        .await
+        .unwrap()
+}
+
 fn pattern(size: u64) -> Vec<u8> {
     (0..size).map(|i| (i % 251) as u8).collect()
 }

@@ -13,7 +13,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::retry::{Retries, SlowDown};
-use crate::throttle::PrefixBuckets;
+use crate::throttle::{PrefixBuckets, prefix_of};
 use crate::{LatencyModel, RequestRateLimit, RetryModel, StoreStats};
 
 /// The connection pool and the store's rate limit, shared by a store and
@@ -62,6 +62,26 @@ pub(super) struct Request<'a> {
     pub(super) latency: LatencyModel,
     /// The request's retries, when the store has a rate limit.
     pub(super) retries: Option<Retries>,
+}
+
+impl<'a> Request<'a> {
+    /// A request to the object `key`, which counts against its folder.
+    pub(super) fn to_object(
+        method: &'static str,
+        key: &'a str,
+        delay: Duration,
+        latency: LatencyModel,
+        retries: Option<Retries>,
+    ) -> Self {
+        Self {
+            method,
+            target: key,
+            prefix: prefix_of(key),
+            delay,
+            latency,
+            retries,
+        }
+    }
 }
 
 impl Wire {

@@ -144,12 +144,7 @@ async fn head_and_list_are_counted_and_delayed() {
     assert_eq!(start.elapsed(), Duration::from_millis(20));
 
     let start = Instant::now();
-    let listed: Vec<ObjectMeta> = store
-        .list(Some(&Path::from("dir")))
-        .try_collect()
-        .await
-        .unwrap();
-    assert_eq!(listed.len(), 2);
+    assert_eq!(listing(&store, "dir").await.len(), 2);
     let delimited = store
         .list_with_delimiter(Some(&Path::from("dir")))
         .await
@@ -178,18 +173,7 @@ async fn head_and_list_are_counted_and_delayed() {
 async fn paged_store(keys: usize, prefixes: usize) -> SimulatedStore<InMemory> {
     let config =
         SimulatedStoreConfig::fixed(Duration::from_millis(50)).with_list_page_keys(Some(1000));
-    let store = store_with(config, &[]).await;
-    let paths = (0..keys)
-        .map(|i| format!("dir/k{i:05}"))
-        .chain((0..prefixes).map(|i| format!("dir/p{i:05}/x")));
-    for path in paths {
-        store
-            .inner()
-            .put(&Path::from(path), vec![0u8].into())
-            .await
-            .unwrap();
-    }
-    store
+    store_of_keys(config, keys, prefixes).await
 }
 
 #[tokio::test(start_paused = true)]
@@ -199,12 +183,7 @@ async fn a_listing_costs_one_round_trip_per_page_one_after_another() {
     for (keys, pages) in [(0, 1), (999, 1), (1000, 1), (1001, 2), (2500, 3)] {
         let store = paged_store(keys, 0).await;
         let start = Instant::now();
-        let listed: Vec<ObjectMeta> = store
-            .list(Some(&Path::from("dir")))
-            .try_collect()
-            .await
-            .unwrap();
-        assert_eq!(listed.len(), keys);
+        assert_eq!(listing(&store, "dir").await.len(), keys);
         assert_eq!(
             start.elapsed(),
             Duration::from_millis(50) * pages,
