@@ -37,7 +37,7 @@ use crate::io::{
     SlicingMorselizer, StatisticsPruning,
 };
 use crate::metrics::{PrefetchStats, ScanMetrics};
-use crate::pacing::Pacing;
+use crate::pacing::{PacedStore, Pacing};
 use crate::profiles::StoreProfiles;
 use crate::running::{LateScan, RunningScan, StartsEarly};
 use crate::scheduler::{CoreConfig, FileId, MIN_COLUMN_SLICE_BYTES, ScanCore};
@@ -278,19 +278,6 @@ impl PrefetchingParquetSource {
         .with_predicate(self.inner.filter().is_some());
         let store_key = config.object_store_url.as_str().to_string();
         let core = core.with_auto_tuner(self.profiles.tuner_for(&store_key));
-        let inner_factory: Arc<dyn ParquetFileReaderFactory> = match (
-            self.inner.parquet_file_reader_factory(),
-            &self.metadata_cache,
-        ) {
-            (Some(factory), _) => Arc::clone(factory),
-            (None, Some(cache)) => Arc::new(CachedParquetFileReaderFactory::new(
-                Arc::clone(object_store),
-                Arc::clone(cache),
-            )),
-            (None, None) => Arc::new(DefaultParquetFileReaderFactory::new(Arc::clone(
-                object_store,
-            ))),
-        };
         let pool = self
             .memory_pool
             .clone()
@@ -302,15 +289,27 @@ impl PrefetchingParquetSource {
             .unwrap_or_else(PrefetchGovernor::detached);
         let pacing = (policy == PrefetchPolicy::Auto).then(|| {
             Pacing::new(
-                governor.request_gate(&store_key),
+                governor.request_gate(object_store),
                 self.options.hedge_share(),
             )
         });
+        let inner_factory = self.reader_factory(object_store);
+        // Under `auto` the footers the scan reads ahead are paced as its
+        // reads ahead are (a custom factory reads through its own store).
+        let footer_factory = match &pacing {
+            Some(pacing) if self.inner.parquet_file_reader_factory().is_none() => self
+                .reader_factory(
+                    &(Arc::new(PacedStore::new(Arc::clone(object_store), pacing.gate()))
+                        as Arc<dyn ObjectStore>),
+                ),
+            _ => Arc::clone(&inner_factory),
+        };
         ScanDriver::new(DriverParts {
             core,
             units,
             store: Arc::clone(object_store),
             inner_factory,
+            footer_factory,
             metadata_size_hint: self.inner_metadata_size_hint(),
             plan_metrics: self.inner.metrics().clone(),
             reservation,
@@ -373,6 +372,23 @@ impl PrefetchingParquetSource {
             add(&filter);
         }
         Some(columns)
+    }
+
+    /// The factory whose readers read `store` as the wrapped `ParquetSource`
+    /// would: its own factory if it was given one, else DataFusion's (through
+    /// the metadata cache when the runtime has one).
+    fn reader_factory(&self, store: &Arc<dyn ObjectStore>) -> Arc<dyn ParquetFileReaderFactory> {
+        match (
+            self.inner.parquet_file_reader_factory(),
+            &self.metadata_cache,
+        ) {
+            (Some(factory), _) => Arc::clone(factory),
+            (None, Some(cache)) => Arc::new(CachedParquetFileReaderFactory::new(
+                Arc::clone(store),
+                Arc::clone(cache),
+            )),
+            (None, None) => Arc::new(DefaultParquetFileReaderFactory::new(Arc::clone(store))),
+        }
     }
 
     fn inner_metadata_size_hint(&self) -> Option<usize> {

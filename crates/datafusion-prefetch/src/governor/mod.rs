@@ -21,19 +21,20 @@ mod hold;
 mod ledger;
 mod registry;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use datafusion::execution::memory_pool::{MemoryLimit, MemoryPool};
 use datafusion::execution::runtime_env::RuntimeEnv;
+use object_store::ObjectStore;
 use parking_lot::Mutex;
 
 pub(crate) use hold::{Hold, hold_buffers};
 use ledger::{IDLE_AFTER, Ledger, Notices, ScanKey, Verdict};
 
 use crate::config::{ByteSize, LimitSource};
-use crate::pacing::RequestGate;
+use crate::pacing::{GatesByStore, RequestGate};
 use crate::sharing::SharedReads;
 
 /// The governor's limit on a runtime whose memory pool is unbounded (the
@@ -78,8 +79,8 @@ pub struct PrefetchGovernor {
     /// the same bytes at once send one request.
     shared_reads: Arc<SharedReads>,
     /// Each store's window of requests in flight from the runtime's `auto`
-    /// scans, by the store's URL.
-    request_gates: Mutex<HashMap<String, Arc<RequestGate>>>,
+    /// scans and planning.
+    request_gates: GatesByStore,
 }
 
 impl std::fmt::Debug for PrefetchGovernor {
@@ -114,7 +115,7 @@ impl PrefetchGovernor {
             tenants: Mutex::default(),
             started: Instant::now(),
             shared_reads: Arc::default(),
-            request_gates: Mutex::default(),
+            request_gates: GatesByStore::default(),
         }
     }
 
@@ -189,11 +190,11 @@ impl PrefetchGovernor {
         &self.shared_reads
     }
 
-    /// The window of requests in flight to the store at `store_url`, shared
-    /// by every `auto` scan of this runtime that reads it.
-    pub(crate) fn request_gate(&self, store_url: &str) -> Arc<RequestGate> {
-        let mut gates = self.request_gates.lock();
-        Arc::clone(gates.entry(store_url.to_owned()).or_default())
+    /// The window of requests in flight to `store`, shared by every `auto`
+    /// scan of this runtime that reads it and by `auto`'s footer read-ahead
+    /// at planning.
+    pub(crate) fn request_gate(&self, store: &Arc<dyn ObjectStore>) -> Arc<RequestGate> {
+        self.request_gates.gate(store)
     }
 
     /// A new scan joins; `tenant` is how it is told of freed room.

@@ -41,6 +41,9 @@ pub(crate) struct DriverParts {
     pub units: ScanUnits,
     pub store: Arc<dyn ObjectStore>,
     pub inner_factory: Arc<dyn ParquetFileReaderFactory>,
+    /// The factory footers are read ahead with: the inner factory over the
+    /// scan's store, paced under `auto`.
+    pub footer_factory: Arc<dyn ParquetFileReaderFactory>,
     pub metadata_size_hint: Option<usize>,
     pub plan_metrics: ExecutionPlanMetricsSet,
     pub reservation: MemoryReservation,
@@ -80,6 +83,7 @@ pub(crate) struct ScanDriver {
     pub(super) units: ScanUnits,
     pub(super) store: Arc<dyn ObjectStore>,
     inner_factory: Arc<dyn ParquetFileReaderFactory>,
+    footer_factory: Arc<dyn ParquetFileReaderFactory>,
     metadata_size_hint: Option<usize>,
     plan_metrics: ExecutionPlanMetricsSet,
     pub(super) fetches: Fetches,
@@ -132,6 +136,7 @@ impl ScanDriver {
             ),
             store: parts.store,
             inner_factory: parts.inner_factory,
+            footer_factory: parts.footer_factory,
             metadata_size_hint: parts.metadata_size_hint,
             plan_metrics: parts.plan_metrics,
             footers: Footers::new(parts.slicing, parts.pruning.map(Arc::new)),
@@ -335,10 +340,11 @@ impl ScanDriver {
     }
 
     /// Read an upcoming file's footer in the background, through the wrapped
-    /// reader factory (into the metadata cache, exactly as the decoder would).
+    /// reader factory (into the metadata cache, exactly as the decoder would;
+    /// paced under `auto`).
     pub(super) fn open_ahead(&self, file: FileId, partition: PartitionId) {
         let unit = self.units.file(file).clone();
-        let reader = self.inner_factory.create_reader(
+        let reader = self.footer_factory.create_reader(
             partition,
             unit.clone(),
             self.metadata_size_hint,

@@ -4,7 +4,10 @@
 //!
 //! - `window.rs`: the decisions, pure — the AIMD window and the hedge cap;
 //! - `outcome.rs`: what a request's end says about the store's load;
-//! - `gate.rs`: one window per store and runtime, and waiting for room.
+//! - `gate.rs`: one window per store and runtime, and waiting for room;
+//! - `stores.rs`: which gate is a store's;
+//! - `paced_store.rs`: an `ObjectStore` whose GETs go through a gate, for
+//!   the footer reads made by DataFusion's own readers.
 //!
 //! One gate per store is shared by every `auto` scan of a runtime (the
 //! [`PrefetchGovernor`](crate::PrefetchGovernor) keeps them): a store
@@ -13,12 +16,16 @@
 
 mod gate;
 mod outcome;
+mod paced_store;
+mod stores;
 mod window;
 
 use std::sync::Arc;
 
 pub(crate) use gate::{Permit, RequestGate, WindowState};
 pub(crate) use outcome::Outcome;
+pub(crate) use paced_store::PacedStore;
+pub(crate) use stores::GatesByStore;
 
 /// How one scan's requests are paced: its store's gate, and the share of
 /// hedges it may add.
@@ -51,6 +58,11 @@ impl Pacing {
     /// A hedge, if the window allows one now.
     pub(crate) fn try_hedge(&self) -> Option<Permit> {
         self.gate.try_hedge(self.hedge_share)
+    }
+
+    /// The store's gate.
+    pub(crate) fn gate(&self) -> Arc<RequestGate> {
+        Arc::clone(&self.gate)
     }
 
     /// The store's window now.

@@ -32,6 +32,9 @@ use super::read_ahead::read_footers_ahead;
 /// per request that takes planning over 10,000 files from 7.0 s to 1.2 s
 /// ([benchmarks](https://github.com/datafusion-prefetch/datafusion-prefetch/blob/main/docs/benchmarks.md), `many_files`).
 ///
+/// Under `auto` the reads also wait for room in the store's window of
+/// requests in flight, the one its scans share, which narrows when the
+/// store throttles (`503 SlowDown`).
 /// The reads beyond DataFusion's own are reserved in the runtime's
 /// [`PrefetchGovernor`](crate::PrefetchGovernor) while in flight; reading
 /// stops where the metadata cache would start evicting footers read ahead.

@@ -16,6 +16,7 @@ use object_store::{ObjectMeta, ObjectStore};
 use super::read_plan::{FooterReadLimits, FooterReadPlan, FooterStep};
 use crate::config::{PrefetchOptions, PrefetchPolicy, planning_footer_depth};
 use crate::governor::{Hold, Notice, PrefetchGovernor, Tenant};
+use crate::pacing::PacedStore;
 
 /// What one read-ahead did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +77,17 @@ pub(crate) async fn read_footers_ahead(
         return done;
     }
     let governor = PrefetchGovernor::of(state.runtime_env());
+    // Under `auto` the footers go through the store's window of requests in
+    // flight, the one its scans share, so planning backs off a throttling
+    // store too.
+    let paced: Arc<dyn ObjectStore> = match options.policy() {
+        PrefetchPolicy::Auto => Arc::new(PacedStore::new(
+            Arc::clone(store),
+            governor.request_gate(store),
+        )),
+        _ => Arc::clone(store),
+    };
+    let store = &paced;
     // Holds end with their reads, so the share is never asked to shed.
     let share = governor.join(Weak::<Unnotified>::new());
     let read = |object: &ObjectMeta, hold: Option<Hold>| {

@@ -14,7 +14,7 @@ use datafusion_prefetch::{
     register_parquet_tables,
 };
 use datafusion_prefetch_simstore::{
-    RequestState, SimulatedStore, SimulatedStoreConfig, StoreStats,
+    RequestRateLimit, RequestState, SimulatedStore, SimulatedStoreConfig, StoreStats,
 };
 use object_store::ObjectStoreExt;
 use object_store::memory::InMemory;
@@ -41,6 +41,8 @@ struct Planned {
     /// GETs while the table was registered (its schema inferred) and the
     /// query planned (its files' statistics collected).
     planning_gets: u64,
+    /// The store's `503 SlowDown`s meanwhile.
+    planning_503s: u64,
     max_in_flight: u64,
     result: Result<String, String>,
 }
@@ -57,6 +59,10 @@ struct Setup {
     /// Registered with `CREATE EXTERNAL TABLE` in a session with
     /// `PrefetchingParquetFormatFactory`, not through `PrefetchingParquetTable`.
     create_external_table: bool,
+    /// The store's request-rate limit.
+    rate_limit: Option<RequestRateLimit>,
+    /// `prefetch.file_open_depth`.
+    file_open_depth: Option<usize>,
 }
 
 /// `FILES` small files in a store of 5 ms per request; a fresh runtime (so
@@ -68,6 +74,8 @@ async fn plan_and_run(policy: &str, setup: Setup) -> Planned {
         corrupt,
         metadata_cache_limit,
         create_external_table,
+        rate_limit,
+        file_open_depth,
     } = setup;
     let memory = InMemory::new();
     for i in 0..FILES {
@@ -84,7 +92,7 @@ async fn plan_and_run(policy: &str, setup: Setup) -> Planned {
     }
     let store = SimulatedStore::new(
         memory,
-        SimulatedStoreConfig::fixed(Duration::from_millis(5)),
+        SimulatedStoreConfig::fixed(Duration::from_millis(5)).with_rate_limit(rate_limit),
     );
     let stats = store.stats();
     let mut cache = CacheManagerConfig::default();
@@ -106,6 +114,14 @@ async fn plan_and_run(policy: &str, setup: Setup) -> Planned {
         .collect()
         .await
         .unwrap();
+    if let Some(depth) = file_open_depth {
+        ctx.sql(&format!("SET prefetch.file_open_depth = {depth}"))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+    }
 
     let planned = async {
         if create_external_table {
@@ -129,6 +145,7 @@ async fn plan_and_run(policy: &str, setup: Setup) -> Planned {
     }
     .await;
     let planning_gets = stats.get_requests();
+    let planning_503s = stats.throttled();
     let max_in_flight = stats.max_in_flight_gets();
     let result = match planned {
         Ok(plan) => datafusion::physical_plan::collect(plan, ctx.task_ctx())
@@ -142,6 +159,7 @@ async fn plan_and_run(policy: &str, setup: Setup) -> Planned {
         store: stats,
         governor,
         planning_gets,
+        planning_503s,
         max_in_flight,
         result,
     }
@@ -270,6 +288,43 @@ async fn no_footer_is_read_ahead_only_to_be_evicted_from_a_small_cache() {
             );
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_paces_its_footer_reads_on_a_throttling_store() {
+    // 200 footers against 200 requests a second, 20 at once: any depth
+    // beyond DataFusion's own 32 meets `503 SlowDown`s.
+    let throttling = Setup {
+        rate_limit: Some(RequestRateLimit::per_second(200).with_burst(20)),
+        ..Setup::default()
+    };
+    let off = plan_and_run("off", throttling).await;
+    let pipelined = plan_and_run(
+        "pipelined",
+        Setup {
+            file_open_depth: Some(256),
+            ..throttling
+        },
+    )
+    .await;
+    let auto = plan_and_run("auto", throttling).await;
+    assert!(off.result.is_ok(), "{:?}", off.result);
+    assert_eq!(pipelined.result, off.result);
+    assert_eq!(auto.result, off.result);
+    eprintln!(
+        "planning 503s: off {}, pipelined(256) {}, auto {}",
+        off.planning_503s, pipelined.planning_503s, auto.planning_503s
+    );
+    assert!(pipelined.planning_503s > 0, "the limit binds");
+    // Paced, auto sends about 40% of the 503s at depth 256 (and somewhat
+    // more than stock's 32 at once: its window starts at 32 and grows until
+    // the first throttled answers come back, 100 ms after they were sent).
+    assert!(
+        3 * auto.planning_503s < 2 * pipelined.planning_503s,
+        "auto {}, pipelined(256) {}",
+        auto.planning_503s,
+        pipelined.planning_503s
+    );
 }
 
 /// Four tables of two files each in a store at 30 ms per request,
