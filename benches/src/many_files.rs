@@ -74,6 +74,8 @@ struct Run {
     attempts: u64,
     /// Requests the store answered `503 SlowDown` (see `--rate-limit`).
     throttled: u64,
+    /// Of those, while planning.
+    plan_throttled: u64,
     rows: usize,
     checksum: String,
     /// The result's one row, cells joined by `,`.
@@ -171,6 +173,7 @@ async fn measure(
     let plan = ctx.sql(SQL).await?.create_physical_plan().await?;
     let planned = started.elapsed();
     let plan_requests = stats.get_requests();
+    let plan_throttled = stats.throttled();
 
     let Executed {
         batches,
@@ -196,6 +199,7 @@ async fn measure(
         exec_requests: stats.get_requests() - plan_requests,
         attempts: stats.attempts(),
         throttled: stats.throttled(),
+        plan_throttled,
         rows,
         checksum,
         answer,
@@ -332,14 +336,15 @@ pub async fn run(config: &ManyFilesConfig) -> Result<bool> {
                         DataFusionError::Execution(format!("{files} files under {policy}: {e}"))
                     })?;
                 eprintln!(
-                    "many_files {files:>7} {policy:<10} plan {:>9.1} ms  ttfb {:>8.1} ms  exec {:>9.1} ms  requests {} / {}  attempts {}  503s {}",
+                    "many_files {files:>7} {policy:<10} plan {:>9.1} ms  ttfb {:>8.1} ms  exec {:>9.1} ms  requests {} / {}  attempts {}  503s {} / {}",
                     run.plan_ms,
                     run.ttfb_ms,
                     run.exec_ms,
                     run.plan_requests,
                     run.exec_requests,
                     run.attempts,
-                    run.throttled
+                    run.plan_throttled,
+                    run.throttled - run.plan_throttled
                 );
                 runs.push(run);
             }
