@@ -111,14 +111,18 @@ pub(crate) async fn fetch_planned(
 ) -> object_store::Result<Vec<Bytes>> {
     let fetch = |range: Range<u64>| async move {
         let expected = range.end - range.start;
-        let permit = match sending.pacing {
-            Some(pacing) => Some(pacing.send(sending.demand).await),
-            None => None,
-        };
+        // Counted once, however often pacing withdraws and sends it again.
         sending.metrics.request(expected);
-        let started = Instant::now();
         let options = GetOptions::new().with_range(Some(range.clone()));
-        let answer = match first_answer(store, location, options, sending).await {
+        let send = || first_answer(store, location, options.clone(), sending);
+        let (permit, started, answered) = match sending.pacing {
+            Some(pacing) => {
+                let (permit, sent, answered) = pacing.request(sending.demand, send).await;
+                (Some(permit), sent, answered)
+            }
+            None => (None, Instant::now(), send().await),
+        };
+        let answer = match answered {
             Ok(answer) => answer,
             Err(e) => {
                 if let Some(permit) = permit {

@@ -2,7 +2,9 @@
 //! [`RequestWindow`] shared by every scan of a runtime that reads the
 //! store, and the waiting for room in it.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Instant;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -21,6 +23,8 @@ pub(crate) const MAX_REQUESTS_IN_FLIGHT: u32 = 1024;
 pub(crate) struct RequestGate {
     window: Mutex<RequestWindow>,
     room: Notify,
+    /// Woken by a cut that withdraws reads ahead.
+    withdrawing: Notify,
 }
 
 impl Default for RequestGate {
@@ -34,6 +38,7 @@ impl RequestGate {
         Self {
             window: Mutex::new(RequestWindow::new(max)),
             room: Notify::new(),
+            withdrawing: Notify::new(),
         }
     }
 
@@ -53,6 +58,28 @@ impl RequestGate {
         }
     }
 
+    /// The answer to `request`, sent as a read ahead: once the window has
+    /// room, and sent again (once it has room again) each time a cut
+    /// withdraws it before it answers. Returns the permit the answer holds
+    /// and when the request that answered was sent.
+    pub(crate) async fn read_ahead<T, F: Future<Output = T>>(
+        self: &Arc<Self>,
+        mut request: impl FnMut() -> F,
+    ) -> (Permit, Instant, T) {
+        loop {
+            let mut permit = self.send().await;
+            let sent = Instant::now();
+            let answered = tokio::select! {
+                biased;
+                answer = request() => Some(answer),
+                () = permit.withdrawn() => None,
+            };
+            if let Some(answer) = answered {
+                return (permit, sent, answer);
+            }
+        }
+    }
+
     /// A request that does not wait (a read a decoder waits on).
     pub(crate) fn send_anyway(self: &Arc<Self>) -> Permit {
         let ticket = self.window.lock().send_anyway();
@@ -66,8 +93,7 @@ impl RequestGate {
         Some(self.permit(ticket))
     }
 
-    /// The window's state, for metrics and tests: (limit, in flight, hedges
-    /// in flight, cuts).
+    /// The window's state, for metrics and tests.
     pub(crate) fn state(&self) -> WindowState {
         let window = self.window.lock();
         WindowState {
@@ -75,6 +101,7 @@ impl RequestGate {
             in_flight: window.in_flight(),
             hedges_in_flight: window.hedges_in_flight(),
             cuts: window.cuts(),
+            withdrawn: window.withdrawn(),
         }
     }
 
@@ -86,8 +113,16 @@ impl RequestGate {
     }
 
     fn end(&self, ticket: Ticket, outcome: Outcome) -> bool {
-        let throttled = self.window.lock().ended(ticket, outcome);
+        let (throttled, withdrawing) = {
+            let mut window = self.window.lock();
+            let cuts = window.cuts();
+            let throttled = window.ended(ticket, outcome);
+            (throttled, window.cuts() > cuts && window.withdrawing())
+        };
         self.room.notify_waiters();
+        if withdrawing {
+            self.withdrawing.notify_waiters();
+        }
         throttled
     }
 }
@@ -99,6 +134,8 @@ pub(crate) struct WindowState {
     pub in_flight: u32,
     pub hedges_in_flight: u32,
     pub cuts: u64,
+    /// Reads ahead withdrawn by cuts.
+    pub withdrawn: u64,
 }
 
 /// A request in flight through a [`RequestGate`]. Dropped without
@@ -118,6 +155,28 @@ impl Permit {
     }
 }
 
+impl Permit {
+    /// Resolves when a cut withdraws this request (a read ahead that has not
+    /// answered, beyond the window the cut left); the permit is spent then.
+    /// Dropped while waiting, it leaves the permit as it was.
+    async fn withdrawn(&mut self) {
+        loop {
+            let asked = self.gate.withdrawing.notified();
+            tokio::pin!(asked);
+            asked.as_mut().enable();
+            let Some(ticket) = self.ticket.take() else {
+                return std::future::pending().await;
+            };
+            match self.gate.window.lock().try_withdraw(ticket) {
+                Ok(()) => break,
+                Err(ticket) => self.ticket = Some(ticket),
+            }
+            asked.await;
+        }
+        self.gate.room.notify_waiters();
+    }
+}
+
 impl Drop for Permit {
     fn drop(&mut self) {
         if let Some(ticket) = self.ticket.take() {
@@ -128,6 +187,7 @@ impl Drop for Permit {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
     use super::*;
@@ -151,6 +211,50 @@ mod tests {
         let third = third.await.unwrap();
         assert_eq!(gate.state().in_flight, 2);
         drop((second, third));
+        assert_eq!(gate.state().in_flight, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cut_withdraws_reads_ahead_which_are_sent_again_when_there_is_room() {
+        let gate = Arc::new(RequestGate::new(64));
+        let sends = Arc::new(AtomicUsize::new(0));
+        let reads: Vec<_> = (0..20)
+            .map(|_| {
+                let (gate, sends) = (Arc::clone(&gate), Arc::clone(&sends));
+                tokio::spawn(async move {
+                    let (permit, _, ()) = gate
+                        .read_ahead(|| {
+                            sends.fetch_add(1, Ordering::SeqCst);
+                            tokio::time::sleep(Duration::from_secs(1))
+                        })
+                        .await;
+                    permit.ended(Outcome::Answered(Duration::from_secs(1)));
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(sends.load(Ordering::SeqCst), 20);
+        // A client gave up on 503s: the window halves the 21 in flight.
+        gate.send_anyway().ended(Outcome::GaveUp);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let state = gate.state();
+        assert_eq!(
+            (state.limit, state.in_flight, state.withdrawn),
+            (10, 10, 10)
+        );
+        assert_eq!(
+            sends.load(Ordering::SeqCst),
+            20,
+            "withdrawn until there is room"
+        );
+        for read in reads {
+            read.await.unwrap();
+        }
+        assert_eq!(
+            sends.load(Ordering::SeqCst),
+            30,
+            "each withdrawn read sent again"
+        );
         assert_eq!(gate.state().in_flight, 0);
     }
 

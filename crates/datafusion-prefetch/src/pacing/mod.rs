@@ -20,7 +20,9 @@ mod paced_store;
 mod stores;
 mod window;
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Instant;
 
 pub(crate) use gate::{Permit, RequestGate, WindowState};
 pub(crate) use outcome::Outcome;
@@ -45,13 +47,22 @@ impl Pacing {
         }
     }
 
-    /// A request: a read ahead waits for room in the window, a read a
-    /// decoder waits on (`demand`) goes out at once.
-    pub(crate) async fn send(&self, demand: bool) -> Permit {
+    /// The answer to `request`, sent through the window: a read ahead waits
+    /// for room and is sent again if a cut withdraws it before it answers
+    /// ([`RequestGate::read_ahead`]); a read a decoder waits on (`demand`)
+    /// goes out at once. Returns the permit the answer holds and when the
+    /// request that answered was sent.
+    pub(crate) async fn request<T, F: Future<Output = T>>(
+        &self,
+        demand: bool,
+        mut request: impl FnMut() -> F,
+    ) -> (Permit, Instant, T) {
         if demand {
-            self.gate.send_anyway()
+            let permit = self.gate.send_anyway();
+            let sent = Instant::now();
+            (permit, sent, request().await)
         } else {
-            self.gate.send().await
+            self.gate.read_ahead(request).await
         }
     }
 

@@ -4,7 +4,6 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Instant;
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -19,9 +18,11 @@ use super::gate::{Permit, RequestGate};
 use super::outcome::Outcome;
 
 /// A store whose every GET (each range of `get_ranges` too) is a read
-/// ahead through `gate`: it waits for room in the window, holds its room
-/// until its body is read or dropped, and tells the window how it answered
-/// (its first byte, or the error). Everything else is passed on unpaced.
+/// ahead through `gate` ([`RequestGate::read_ahead`]): it waits for room in
+/// the window, is sent again if a cut withdraws it before it answers, holds
+/// its room until its body is read or dropped, and tells the window how it
+/// answered (its first byte, or the error). Everything else is passed on
+/// unpaced.
 pub(crate) struct PacedStore {
     inner: Arc<dyn ObjectStore>,
     gate: Arc<RequestGate>,
@@ -80,16 +81,18 @@ impl ObjectStore for PacedStore {
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-        let permit = self.gate.send().await;
-        let started = Instant::now();
-        let answer = match self.inner.get_opts(location, options).await {
+        let (permit, sent, answered) = self
+            .gate
+            .read_ahead(|| self.inner.get_opts(location, options.clone()))
+            .await;
+        let answer = match answered {
             Ok(answer) => answer,
             Err(error) => {
                 permit.ended(Outcome::of_error(&error));
                 return Err(error);
             }
         };
-        let outcome = Outcome::Answered(started.elapsed());
+        let outcome = Outcome::Answered(sent.elapsed());
         let payload = match answer.payload {
             GetResultPayload::Stream(body) => {
                 let held = EndsWithBody {

@@ -17,6 +17,14 @@
 //! [`EVIDENCE`] answers were slow, or when a client gave up on `503`s.
 //! Answers to requests sent before a cut say nothing about the window after
 //! it and are not counted as evidence.
+//!
+//! A cut also withdraws the reads ahead in flight beyond the new window
+//! that have not answered yet: a throttled request stays in flight through
+//! the client's retries, each one more request the store refuses, so the
+//! requests a window sent before the store throttled would go on provoking
+//! `503`s long after the window was cut. Their holders drop them (a request
+//! waiting out a backoff costs the store nothing to drop) and send them
+//! again when the window has room.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -51,7 +59,18 @@ pub(crate) const CALM_AFTER: u32 = 32;
 #[must_use = "a ticket is handed back when its request ends"]
 pub(crate) struct Ticket {
     seq: u64,
-    hedge: bool,
+    kind: Kind,
+}
+
+/// What a request is to the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Waited for room; may be withdrawn by a cut.
+    ReadAhead,
+    /// A read a decoder waits on: sent at once, never withdrawn.
+    Demand,
+    /// A second request beside a slow one.
+    Hedge,
 }
 
 /// The requests in flight to one store, and how many may be.
@@ -72,6 +91,11 @@ pub(crate) struct RequestWindow {
     latencies: VecDeque<Duration>,
     cuts: u64,
     clean_since_cut: u32,
+    /// Reads ahead in flight the last cut asks to withdraw, still to be
+    /// claimed by their holders.
+    withdrawals: u32,
+    /// Reads ahead withdrawn.
+    withdrawn: u64,
 }
 
 impl RequestWindow {
@@ -90,6 +114,8 @@ impl RequestWindow {
             latencies: VecDeque::with_capacity(LATENCIES),
             cuts: 0,
             clean_since_cut: 0,
+            withdrawals: 0,
+            withdrawn: 0,
         }
     }
 
@@ -114,6 +140,11 @@ impl RequestWindow {
         self.cuts
     }
 
+    /// Reads ahead withdrawn by cuts.
+    pub(crate) fn withdrawn(&self) -> u64 {
+        self.withdrawn
+    }
+
     /// Whether the store throttled recently: from a cut until
     /// [`CALM_AFTER`] clean answers. No hedges are sent meanwhile.
     pub(crate) fn throttled(&self) -> bool {
@@ -122,13 +153,13 @@ impl RequestWindow {
 
     /// A request, if the window has room for it.
     pub(crate) fn try_send(&mut self) -> Option<Ticket> {
-        (self.in_flight < self.limit()).then(|| self.send(false))
+        (self.in_flight < self.limit()).then(|| self.send(Kind::ReadAhead))
     }
 
     /// A request that does not wait for room (a read a decoder waits on);
     /// it counts in flight all the same.
     pub(crate) fn send_anyway(&mut self) -> Ticket {
-        self.send(false)
+        self.send(Kind::Demand)
     }
 
     /// A hedge of a request in flight, if the window has room, the store
@@ -139,15 +170,37 @@ impl RequestWindow {
         // Truncation intended: whole hedges.
         let cap = ((share * f64::from(requests)) as u32).max(1);
         let room = self.in_flight < self.limit() && self.hedges_in_flight < cap;
-        (room && !self.throttled()).then(|| self.send(true))
+        (room && !self.throttled()).then(|| self.send(Kind::Hedge))
     }
 
-    fn send(&mut self, hedge: bool) -> Ticket {
+    fn send(&mut self, kind: Kind) -> Ticket {
         self.in_flight += 1;
-        self.hedges_in_flight += u32::from(hedge);
+        self.hedges_in_flight += u32::from(kind == Kind::Hedge);
         let seq = self.next_seq;
         self.next_seq += 1;
-        Ticket { seq, hedge }
+        Ticket { seq, kind }
+    }
+
+    /// Withdraw the request of `ticket` if the last cut asks for one more
+    /// withdrawal and it is a read ahead: it then ends with no evidence,
+    /// and its holder drops it and sends it again once there is room.
+    /// Otherwise the ticket is handed back.
+    pub(crate) fn try_withdraw(&mut self, ticket: Ticket) -> Result<(), Ticket> {
+        self.withdrawals = self
+            .withdrawals
+            .min(self.in_flight.saturating_sub(self.limit()));
+        if ticket.kind != Kind::ReadAhead || self.withdrawals == 0 {
+            return Err(ticket);
+        }
+        self.withdrawals -= 1;
+        self.withdrawn += 1;
+        self.in_flight -= 1;
+        Ok(())
+    }
+
+    /// Whether the last cut asks reads ahead in flight to withdraw.
+    pub(crate) fn withdrawing(&self) -> bool {
+        self.withdrawals > 0
     }
 
     /// A request ended. Returns whether it answered slowly while the store
@@ -155,7 +208,7 @@ impl RequestWindow {
     /// round trip, and says nothing to `auto`'s tuner.
     pub(crate) fn ended(&mut self, ticket: Ticket, outcome: Outcome) -> bool {
         self.in_flight -= 1;
-        self.hedges_in_flight -= u32::from(ticket.hedge);
+        self.hedges_in_flight -= u32::from(ticket.kind == Kind::Hedge);
         let slow = match outcome {
             Outcome::Answered(first_byte) => {
                 let slow = self
@@ -199,11 +252,13 @@ impl RequestWindow {
     }
 
     /// Halves what was in flight (not a limit far above it, which a cut
-    /// would not bring down to where the store throttled), and starts the
-    /// evidence afresh with the requests sent from now on.
+    /// would not bring down to where the store throttled), asks the reads
+    /// ahead beyond the new limit to withdraw, and starts the evidence
+    /// afresh with the requests sent from now on.
     fn cut(&mut self) {
         let flying = self.limit.min(f64::from(self.in_flight + 1));
         self.limit = (flying / 2.0).max(1.0);
+        self.withdrawals = self.in_flight.saturating_sub(self.limit());
         self.evidence_from = self.next_seq;
         self.evidence.clear();
         self.cuts += 1;

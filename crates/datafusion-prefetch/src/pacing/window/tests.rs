@@ -198,3 +198,69 @@ fn a_slow_answer_tells_of_the_store_only_while_it_does_not_throttle() {
     answer(&mut window, CALM_AFTER as usize, ms(30));
     assert!(!window.ended(flying.pop().unwrap(), Outcome::Answered(ms(300))));
 }
+
+/// A window of 256 opened, 40 reads ahead sent, and cut by four slow
+/// answers: 36 in flight, 18 allowed.
+fn cut_with_reads_ahead_in_flight() -> (RequestWindow, Vec<Ticket>) {
+    let mut window = opened(256);
+    let mut flying = send(&mut window, 40);
+    for _ in 0..CUT_AFTER {
+        window.ended(flying.pop().unwrap(), Outcome::Answered(ms(30) + SLOW_BY));
+    }
+    assert_eq!(
+        (window.cuts(), window.in_flight(), window.limit()),
+        (1, 36, 18)
+    );
+    (window, flying)
+}
+
+#[test]
+fn a_cut_withdraws_the_reads_ahead_beyond_the_new_window() {
+    let (mut window, flying) = cut_with_reads_ahead_in_flight();
+    assert!(window.withdrawing());
+    let mut kept = vec![];
+    for ticket in flying {
+        if let Err(ticket) = window.try_withdraw(ticket) {
+            kept.push(ticket);
+        }
+    }
+    assert_eq!((kept.len(), window.withdrawn()), (18, 18));
+    assert_eq!(window.in_flight(), 18);
+    assert!(!window.withdrawing());
+    assert_eq!(window.try_send(), None, "the window is full, not over");
+    window.ended(kept.pop().unwrap(), Outcome::NoAnswer);
+    assert!(window.try_send().is_some());
+}
+
+#[test]
+fn requests_that_end_meanwhile_leave_fewer_to_withdraw() {
+    let (mut window, mut flying) = cut_with_reads_ahead_in_flight();
+    for _ in 0..10 {
+        window.ended(flying.pop().unwrap(), Outcome::NoAnswer);
+    }
+    let withdrawn = flying
+        .into_iter()
+        .filter_map(|ticket| window.try_withdraw(ticket).err())
+        .count();
+    assert_eq!((26 - withdrawn, window.in_flight()), (8, 18));
+}
+
+#[test]
+fn reads_a_decoder_waits_on_and_hedges_are_never_withdrawn() {
+    let mut window = opened(256);
+    let demands: Vec<Ticket> = (0..8).map(|_| window.send_anyway()).collect();
+    let hedge = window.try_hedge(1.0).expect("a hedge");
+    let reads_ahead = send(&mut window, 3);
+    let gave_up = window.try_send().expect("room");
+    window.ended(gave_up, Outcome::GaveUp);
+    assert_eq!((window.in_flight(), window.limit()), (12, 6));
+    assert!(window.withdrawing());
+    for ticket in demands.into_iter().chain([hedge]) {
+        assert!(window.try_withdraw(ticket).is_err());
+    }
+    let withdrawn = reads_ahead
+        .into_iter()
+        .filter_map(|ticket| window.try_withdraw(ticket).ok())
+        .count();
+    assert_eq!(withdrawn, 3, "only reads ahead, as many as there are");
+}
