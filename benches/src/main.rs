@@ -76,6 +76,8 @@ struct Args {
     #[arg(long, value_enum, default_value = "both")]
     clickbench_copy: ClickbenchCopy,
     /// Policies to compare; `off` (stock DataFusion) is always measured first.
+    /// `policy@N` runs the policy with `prefetch.file_open_depth = N`
+    /// (`pipelined@8,pipelined@64,auto`).
     #[arg(
         long,
         value_delimiter = ',',
@@ -357,6 +359,9 @@ fn prefetch_settings(args: &Args) -> Vec<(String, String)> {
 }
 
 async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
+    for policy in &args.policies {
+        run::policy_and_depth(policy)?;
+    }
     let (store, least_latency) = store_config(&args)?;
     if args.suite == "peers" {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use datafusion::arrow::array::RecordBatch;
-use datafusion::common::Result;
+use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::physical_plan::{ExecutionPlan, execute_stream};
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
@@ -266,14 +266,31 @@ pub async fn set_prefetch(
     policy: &str,
     settings: &[(String, String)],
 ) -> Result<()> {
+    let (policy, depth) = policy_and_depth(policy)?;
     let policy = ("policy".to_string(), policy.to_string());
-    for (key, value) in std::iter::once(&policy).chain(settings) {
+    let depth = depth.map(|d| ("file_open_depth".to_string(), d.to_string()));
+    for (key, value) in std::iter::once(&policy).chain(settings).chain(&depth) {
         ctx.sql(&format!("SET prefetch.{key} = '{value}'"))
             .await?
             .collect()
             .await?;
     }
     Ok(())
+}
+
+/// A `--policies` entry: a policy, or `policy@N` for the policy with
+/// `prefetch.file_open_depth = N` (over any `--file-open-depth`), so one run
+/// can compare fixed depths with `auto`.
+pub fn policy_and_depth(entry: &str) -> Result<(&str, Option<usize>)> {
+    match entry.split_once('@') {
+        None => Ok((entry, None)),
+        Some((policy, depth)) => match depth.parse() {
+            Ok(depth) => Ok((policy, Some(depth))),
+            Err(_) => Err(DataFusionError::Configuration(format!(
+                "{entry}: expected <policy>@<file_open_depth>, e.g. pipelined@64"
+            ))),
+        },
+    }
 }
 
 /// Execute `plan` to its end, timing its first batch with rows and its last.
@@ -401,6 +418,17 @@ mod tests {
 
     use super::*;
     use crate::suites::{ClickbenchCopy, SuiteOptions, prepare};
+
+    #[test]
+    fn a_policy_may_carry_its_file_open_depth() {
+        assert_eq!(policy_and_depth("auto").unwrap(), ("auto", None));
+        assert_eq!(
+            policy_and_depth("pipelined@64").unwrap(),
+            ("pipelined", Some(64))
+        );
+        let error = policy_and_depth("pipelined@deep").unwrap_err().to_string();
+        assert!(error.contains("pipelined@64"), "{error}");
+    }
 
     /// Generate `name` at a tiny scale and run every query under `off` and
     /// `pipelined`: it must run, and give the same rows.
