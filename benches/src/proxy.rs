@@ -5,7 +5,9 @@
 //! delayed by a first-byte latency drawn from a [`LatencyModel`] (LIST
 //! requests, as the store's [`Wire`] tells them, from the LIST model), and
 //! each connection's responses throttled to a bandwidth. It counts requests
-//! and bytes for everyone.
+//! and bytes for everyone. It can also answer a share of the GETs of objects
+//! itself with S3's `503 SlowDown`, as a throttling S3 does, so that each
+//! client's retries are exercised on the wire.
 //!
 //! HTTP/1.1 only (every client here speaks it over `http://`): a client sends
 //! a request, then waits for its response before sending the next on the same
@@ -34,8 +36,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use datafusion_prefetch_simstore::{LatencyModel, SimulatedStoreConfig};
-use rand::SeedableRng;
 use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
@@ -53,6 +55,9 @@ pub struct ProxyConfig {
     pub bandwidth_bytes_per_sec: Option<u64>,
     /// Seed of the latency draws.
     pub seed: u64,
+    /// The share (0 to 1) of GETs of objects answered `503 SlowDown` after
+    /// their latency, without reaching the server; drawn per request.
+    pub slow_down: f64,
 }
 
 impl From<&SimulatedStoreConfig> for ProxyConfig {
@@ -62,6 +67,7 @@ impl From<&SimulatedStoreConfig> for ProxyConfig {
             list_latency: store.list_latency,
             bandwidth_bytes_per_sec: store.bandwidth_bytes_per_sec,
             seed: store.seed,
+            slow_down: 0.0,
         }
     }
 }
@@ -73,6 +79,7 @@ pub struct ProxyStats {
     list_requests: AtomicU64,
     bytes_to_clients: AtomicU64,
     connections: AtomicU64,
+    slowed_down: AtomicU64,
 }
 
 /// A copy of [`ProxyStats`] at one moment.
@@ -86,6 +93,9 @@ pub struct ProxyCounts {
     pub bytes_to_clients: u64,
     /// TCP connections accepted.
     pub connections: u64,
+    /// GETs the proxy answered `503 SlowDown` itself (counted in `requests`
+    /// too; the server never saw them).
+    pub slowed_down: u64,
 }
 
 impl ProxyStats {
@@ -95,6 +105,7 @@ impl ProxyStats {
             list_requests: self.list_requests.load(Ordering::SeqCst),
             bytes_to_clients: self.bytes_to_clients.load(Ordering::SeqCst),
             connections: self.connections.load(Ordering::SeqCst),
+            slowed_down: self.slowed_down.load(Ordering::SeqCst),
         }
     }
 
@@ -103,6 +114,7 @@ impl ProxyStats {
         self.list_requests.store(0, Ordering::SeqCst);
         self.bytes_to_clients.store(0, Ordering::SeqCst);
         self.connections.store(0, Ordering::SeqCst);
+        self.slowed_down.store(0, Ordering::SeqCst);
     }
 }
 
@@ -182,7 +194,16 @@ async fn relay(client: TcpStream, server: TcpStream, shared: Arc<Shared>) {
     let _ = server.set_nodelay(true);
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
-    let up = requests(client_read, server_write, Arc::clone(&shared));
+    // Both directions answer the client: the server's responses, and the
+    // proxy's own `503`s. A client sends its next request only once the
+    // last response is in, so the two never interleave.
+    let client_write = Arc::new(tokio::sync::Mutex::new(client_write));
+    let up = requests(
+        client_read,
+        server_write,
+        Arc::clone(&client_write),
+        Arc::clone(&shared),
+    );
     let down = responses(server_read, client_write, shared);
     // When either direction ends, the connection is over.
     tokio::select! {
@@ -289,8 +310,30 @@ impl Wire {
     }
 }
 
-/// A request head's LIST-ness under `wire`, and its body length.
-fn parse_head(head: &[u8], wire: &Wire) -> (bool, u64) {
+/// The body of S3's answer to a request over its rate.
+const SLOW_DOWN_BODY: &str = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error>\
+    <Code>SlowDown</Code><Message>Please reduce your request rate.</Message>\
+    <RequestId>proxy</RequestId></Error>";
+
+/// S3's answer to a request over its rate: `503 Slow Down`.
+fn slow_down_response() -> String {
+    format!(
+        "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\r\n{SLOW_DOWN_BODY}",
+        SLOW_DOWN_BODY.len()
+    )
+}
+
+/// What a request is, as far as the proxy cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    List,
+    /// A GET of an object (not a LIST).
+    Get,
+    Other,
+}
+
+/// A request head's kind under `wire`, and its body length.
+fn parse_head(head: &[u8], wire: &Wire) -> (Kind, u64) {
     let text = String::from_utf8_lossy(head);
     let Head {
         method,
@@ -303,7 +346,12 @@ fn parse_head(head: &[u8], wire: &Wire) -> (bool, u64) {
         .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
         .and_then(|(_, value)| value.trim().parse().ok())
         .unwrap_or(0);
-    (wire.is_list(method, target), body)
+    let kind = match (wire.is_list(method, target), method) {
+        (true, _) => Kind::List,
+        (false, "GET") => Kind::Get,
+        _ => Kind::Other,
+    };
+    (kind, body)
 }
 
 /// `head` with its `Host` header (or a new one) set to `host`.
@@ -372,8 +420,14 @@ fn as_s3_for_s3s_fs(head: &[u8], folder: &Path) -> Vec<u8> {
     out.join("\r\n").into_bytes()
 }
 
-/// Client → server: hold each request back for its latency, then forward it.
-async fn requests(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, shared: Arc<Shared>) {
+/// Client → server: hold each request back for its latency, then forward it
+/// (or answer a GET `503 SlowDown` to the client, a share of the time).
+async fn requests(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    client: Arc<tokio::sync::Mutex<OwnedWriteHalf>>,
+    shared: Arc<Shared>,
+) {
     let mut buf: Vec<u8> = Vec::with_capacity(8192);
     let mut chunk = vec![0u8; 64 * 1024];
     // Body bytes of the current request still to forward as they come.
@@ -391,17 +445,40 @@ async fn requests(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, shared: Arc<S
         if body_left == 0
             && let Some(end) = head_end(&buf)
         {
-            let (is_list, body) = parse_head(&buf[..end], &shared.wire);
+            let (kind, body) = parse_head(&buf[..end], &shared.wire);
             shared.stats.requests.fetch_add(1, Ordering::SeqCst);
-            let model = if is_list {
+            let model = if kind == Kind::List {
                 shared.stats.list_requests.fetch_add(1, Ordering::SeqCst);
                 shared.config.list_latency
             } else {
                 shared.config.latency
             };
-            let delay = model.sample(&mut *shared.rng.lock().unwrap_or_else(|e| e.into_inner()));
+            let (delay, slow_down) = {
+                let mut rng = shared.rng.lock().unwrap_or_else(|e| e.into_inner());
+                let delay = model.sample(&mut *rng);
+                // Drawn only when asked for, so the latencies stay as seeded.
+                let slow_down = kind == Kind::Get
+                    && body == 0
+                    && shared.config.slow_down > 0.0
+                    && rng.random::<f64>() < shared.config.slow_down;
+                (delay, slow_down)
+            };
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
+            }
+            if slow_down {
+                shared.stats.slowed_down.fetch_add(1, Ordering::SeqCst);
+                if client
+                    .lock()
+                    .await
+                    .write_all(slow_down_response().as_bytes())
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                buf.drain(..end);
+                continue;
             }
             let head = shared.wire.forward(&buf[..end], shared.upstream);
             if to.write_all(&head).await.is_err() {
@@ -422,13 +499,17 @@ async fn requests(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, shared: Arc<S
 }
 
 /// Server → client: pace the bytes to the connection's bandwidth and count them.
-async fn responses(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, shared: Arc<Shared>) {
+async fn responses(
+    mut from: OwnedReadHalf,
+    to: Arc<tokio::sync::Mutex<OwnedWriteHalf>>,
+    shared: Arc<Shared>,
+) {
     let mut chunk = vec![0u8; 64 * 1024];
     let mut link_free_at = Instant::now();
     loop {
         let n = match from.read(&mut chunk).await {
             Ok(0) | Err(_) => {
-                let _ = to.shutdown().await;
+                let _ = to.lock().await.shutdown().await;
                 return;
             }
             Ok(n) => n,
@@ -441,7 +522,7 @@ async fn responses(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, shared: Arc<
             link_free_at = link_free_at.max(now) + transfer;
             tokio::time::sleep_until(link_free_at).await;
         }
-        if to.write_all(&chunk[..n]).await.is_err() {
+        if to.lock().await.write_all(&chunk[..n]).await.is_err() {
             return;
         }
         shared
@@ -500,6 +581,7 @@ mod tests {
             list_latency: LatencyModel::Fixed(Duration::from_millis(120)),
             bandwidth_bytes_per_sec: Some(4 * 1024 * 1024),
             seed: 1,
+            slow_down: 0.0,
         };
         let proxy = LatencyProxy::start(upstream(body).await, config, Wire::Http)
             .await
@@ -525,6 +607,37 @@ mod tests {
         assert_eq!(counts.bytes_to_clients, 3 * (head_len + body) as u64);
         proxy.stats().reset();
         assert_eq!(proxy.stats().counts(), ProxyCounts::default());
+    }
+
+    #[tokio::test]
+    async fn answers_gets_slow_down_itself_and_passes_the_rest() {
+        let config = ProxyConfig {
+            latency: LatencyModel::Fixed(Duration::ZERO),
+            list_latency: LatencyModel::Fixed(Duration::ZERO),
+            bandwidth_bytes_per_sec: None,
+            seed: 1,
+            slow_down: 1.0,
+        };
+        let proxy = LatencyProxy::start(upstream(10).await, config, Wire::Http)
+            .await
+            .unwrap();
+        let mut conn = TcpStream::connect(proxy.addr()).await.unwrap();
+        let refused = slow_down_response();
+        let get = "GET /bucket/key HTTP/1.1\r\nHost: x\r\n\r\n";
+        for _ in 0..2 {
+            conn.write_all(get.as_bytes()).await.unwrap();
+            let mut got = vec![0u8; refused.len()];
+            conn.read_exact(&mut got).await.unwrap();
+            assert_eq!(String::from_utf8(got).unwrap(), refused);
+        }
+        assert!(refused.starts_with("HTTP/1.1 503 Slow Down\r\n"));
+        assert!(refused.ends_with("<Code>SlowDown</Code><Message>Please reduce your request rate.</Message><RequestId>proxy</RequestId></Error>"));
+        // A LIST, and anything but a GET, reaches the server.
+        let list = "PROPFIND /bucket/t/ HTTP/1.1\r\nHost: x\r\n\r\n";
+        let ok = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n";
+        exchange(&mut conn, list, ok.len() + 10).await;
+        let counts = proxy.stats().counts();
+        assert_eq!((counts.requests, counts.slowed_down), (3, 2));
     }
 
     #[test]
@@ -602,14 +715,18 @@ mod tests {
             )
         };
         for (wire, line) in lists {
-            assert_eq!(head(wire, line), (true, 0), "{wire:?} {line}");
+            assert_eq!(head(wire, line), (Kind::List, 0), "{wire:?} {line}");
         }
         for (wire, line) in reads {
-            assert_eq!(head(wire, line), (false, 0), "{wire:?} {line}");
+            let kind = match line.starts_with("GET ") {
+                true => Kind::Get,
+                false => Kind::Other,
+            };
+            assert_eq!(head(wire, line), (kind, 0), "{wire:?} {line}");
         }
         assert_eq!(
             parse_head(b"PUT /b/k HTTP/1.1\r\ncontent-length: 42\r\n\r\n", &s3),
-            (false, 42)
+            (Kind::Other, 42)
         );
     }
 

@@ -36,6 +36,8 @@ use crate::proxy::{LatencyProxy, ProxyConfig};
 use crate::suites::{self, ClickbenchCopy, SuiteOptions};
 
 mod queries;
+#[cfg(test)]
+mod slow_down;
 mod stores;
 mod worker;
 
