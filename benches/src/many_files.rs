@@ -95,6 +95,11 @@ struct Summary {
     wall_ms: f64,
     plan_requests: u64,
     exec_requests: u64,
+    /// Attempts the store received (retries after `503`s included).
+    attempts: f64,
+    /// `503 SlowDown`s while planning, and while executing.
+    plan_throttled: f64,
+    exec_throttled: f64,
     /// End-to-end speedup over `off` at this size.
     speedup_vs_off: f64,
     matches_off: bool,
@@ -240,6 +245,9 @@ fn summarize(runs: &[Run], sizes: &[usize], policies: &[String]) -> Vec<Summary>
                 wall_ms: wall,
                 plan_requests: mine.first().map_or(0, |r| r.plan_requests),
                 exec_requests: mine.first().map_or(0, |r| r.exec_requests),
+                attempts: m(|r| r.attempts as f64),
+                plan_throttled: m(|r| r.plan_throttled as f64),
+                exec_throttled: m(|r| (r.throttled - r.plan_throttled) as f64),
                 speedup_vs_off: off_wall / wall,
                 matches_off: mine.iter().all(|r| {
                     off.first()
@@ -286,11 +294,11 @@ fn markdown(config: &ManyFilesConfig, summaries: &[Summary], slopes: &[Slope]) -
         "many_files: {SQL}, files of {ROWS_PER_FILE} rows, latency {}, {} partition(s), median of {} iteration(s)\n\n",
         config.latency_label, config.partitions, config.iterations
     );
-    out.push_str("| files | policy | plan ms | ttfb ms | exec ms | wall ms | vs off | requests (plan / exec) | matches off |\n");
-    out.push_str("|---:|---|---:|---:|---:|---:|---:|---:|---|\n");
+    out.push_str("| files | policy | plan ms | ttfb ms | exec ms | wall ms | vs off | requests (plan / exec) | attempts | 503s (plan / exec) | matches off |\n");
+    out.push_str("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for s in summaries {
         out.push_str(&format!(
-            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2}x | {} / {} | {} |\n",
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2}x | {} / {} | {:.0} | {:.0} / {:.0} | {} |\n",
             s.files,
             s.policy,
             s.plan_ms,
@@ -300,6 +308,9 @@ fn markdown(config: &ManyFilesConfig, summaries: &[Summary], slopes: &[Slope]) -
             s.speedup_vs_off,
             s.plan_requests,
             s.exec_requests,
+            s.attempts,
+            s.plan_throttled,
+            s.exec_throttled,
             if s.matches_off { "yes" } else { "NO" }
         ));
     }
@@ -404,6 +415,9 @@ mod tests {
         for s in summaries {
             assert_eq!(s["matches_off"], true, "{s}");
             assert!(s["plan_ms"].as_f64().unwrap() > 0.0, "{s}");
+            // Every GET is an attempt, and so is the listing.
+            let gets = s["plan_requests"].as_f64().unwrap() + s["exec_requests"].as_f64().unwrap();
+            assert!(s["attempts"].as_f64().unwrap() > gets, "{s}");
         }
         let runs = json["runs"].as_array().unwrap();
         let sixty = runs.iter().find(|r| r["files"] == 60).unwrap();

@@ -27,6 +27,8 @@ pub struct PrefetchStats {
     bytes_wasted: AtomicU64,
     requests: AtomicU64,
     requests_hedged: AtomicU64,
+    hedges_won: AtomicU64,
+    requests_withdrawn: AtomicU64,
     bytes_fetched: AtomicU64,
     requests_shared: AtomicU64,
     bytes_shared: AtomicU64,
@@ -82,6 +84,20 @@ impl PrefetchStats {
     /// answer is read).
     pub fn requests_hedged(&self) -> u64 {
         self.requests_hedged.load(Ordering::SeqCst)
+    }
+
+    /// Hedges ([`Self::requests_hedged`]) whose answer came first
+    /// and was read; the request beside each was dropped.
+    pub fn hedges_won(&self) -> u64 {
+        self.hedges_won.load(Ordering::SeqCst)
+    }
+
+    /// `auto`: data requests read ahead that were sent again because a cut
+    /// of the store's window of requests in flight withdrew them before
+    /// they answered (the store throttled). Each withdrawal is one more GET
+    /// on the wire than [`Self::requests`] counts.
+    pub fn requests_withdrawn(&self) -> u64 {
+        self.requests_withdrawn.load(Ordering::SeqCst)
     }
 
     /// Bytes of the data requests issued, on demand and ahead, gaps between
@@ -188,6 +204,8 @@ struct AutoMetrics {
     remote: Gauge,
     requests_split: Count,
     requests_hedged: Count,
+    hedges_won: Count,
+    requests_withdrawn: Count,
     request_window: Gauge,
     request_window_cuts: Gauge,
 }
@@ -218,6 +236,8 @@ impl ScanMetrics {
             remote: gauge("prefetch_auto_remote"),
             requests_split: counter("prefetch_requests_split"),
             requests_hedged: counter("prefetch_requests_hedged"),
+            hedges_won: counter("prefetch_hedges_won"),
+            requests_withdrawn: counter("prefetch_requests_withdrawn"),
             request_window: gauge("prefetch_auto_request_window"),
             request_window_cuts: gauge("prefetch_auto_request_window_cuts"),
         });
@@ -290,6 +310,25 @@ impl ScanMetrics {
         self.stats.requests_hedged.fetch_add(1, Ordering::SeqCst);
         if let Some(auto) = &self.auto {
             auto.requests_hedged.add(1);
+        }
+    }
+
+    /// A hedge answered before the request it was sent beside (`auto`).
+    pub(crate) fn hedge_won(&self) {
+        self.stats.hedges_won.fetch_add(1, Ordering::SeqCst);
+        if let Some(auto) = &self.auto {
+            auto.hedges_won.add(1);
+        }
+    }
+
+    /// A read ahead was withdrawn by cuts of its store's window `times`
+    /// times before it answered, and sent again each time (`auto`).
+    pub(crate) fn requests_withdrawn(&self, times: u64) {
+        self.stats
+            .requests_withdrawn
+            .fetch_add(times, Ordering::SeqCst);
+        if let Some(auto) = &self.auto {
+            auto.requests_withdrawn.add(times as usize);
         }
     }
 

@@ -14,7 +14,7 @@ use futures::future::try_join_all;
 use object_store::path::Path;
 use object_store::{GetOptions, GetResult, ObjectStore};
 
-use super::hedge::first_of_two;
+use super::hedge::{Answered, first_of_two};
 use super::sink::{Reports, report};
 use crate::metrics::ScanMetrics;
 use crate::pacing::{Outcome, Pacing};
@@ -117,8 +117,11 @@ pub(crate) async fn fetch_planned(
         let send = || first_answer(store, location, options.clone(), sending);
         let (permit, started, answered) = match sending.pacing {
             Some(pacing) => {
-                let (permit, sent, answered) = pacing.request(sending.demand, send).await;
-                (Some(permit), sent, answered)
+                let sent = pacing.request(sending.demand, send).await;
+                if sent.withdrawn > 0 {
+                    sending.metrics.requests_withdrawn(sent.withdrawn);
+                }
+                (Some(sent.permit), sent.at, sent.answer)
             }
             None => (None, Instant::now(), send().await),
         };
@@ -197,12 +200,16 @@ async fn first_answer(
         sending.metrics.request_hedged();
         Some(permit)
     };
-    first_of_two(
+    let (answer, answered) = first_of_two(
         || store.get_opts(location, options.clone()),
         || after.get(),
         hedge,
     )
-    .await
+    .await?;
+    if answered == Answered::Hedge {
+        sending.metrics.hedge_won();
+    }
+    Ok(answer)
 }
 
 /// Each range's bytes from the bodies of the plan's requests: a slice of one

@@ -15,7 +15,16 @@ use tokio::time::Instant;
 /// delay to hedge after (there is none until the store has been measured).
 const RECHECK: Duration = Duration::from_millis(10);
 
-/// The answer to `send()`. Unanswered after `after()` — read again while it
+/// Which of the two sendings of a request answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answered {
+    /// The request itself (hedged or not).
+    First,
+    /// The hedge sent beside it.
+    Hedge,
+}
+
+/// The answer to `send()`, and which sending gave it. Unanswered after `after()` — read again while it
 /// waits, so a request sent before the store was measured is hedged once it
 /// has been; `None` means no delay yet — the same request is sent again
 /// beside it, once `hedge()` allows (it hands out what the second request
@@ -26,7 +35,7 @@ pub(crate) async fn first_of_two<T, E, Fut, Permit>(
     send: impl Fn() -> Fut,
     after: impl Fn() -> Option<Duration>,
     mut hedge: impl FnMut() -> Option<Permit>,
-) -> Result<T, E>
+) -> Result<(T, Answered), E>
 where
     Fut: Future<Output = Result<T, E>>,
 {
@@ -45,7 +54,7 @@ where
             None => RECHECK,
         };
         tokio::select! {
-            answer = &mut first => return answer,
+            answer = &mut first => return answer.map(|a| (a, Answered::First)),
             () = tokio::time::sleep(wait) => {}
         }
     };
@@ -53,12 +62,12 @@ where
     tokio::pin!(second);
     tokio::select! {
         answer = &mut first => match answer {
-            Ok(answer) => Ok(answer),
-            Err(_) => second.await,
+            Ok(answer) => Ok((answer, Answered::First)),
+            Err(_) => second.await.map(|a| (a, Answered::Hedge)),
         },
         answer = &mut second => match answer {
-            Ok(answer) => Ok(answer),
-            Err(_) => first.await,
+            Ok(answer) => Ok((answer, Answered::Hedge)),
+            Err(_) => first.await.map(|a| (a, Answered::First)),
         },
     }
 }
@@ -90,7 +99,7 @@ mod tests {
         )
         .await;
         // The second sending, out at 50 ms, answers at 70 ms.
-        assert_eq!(answer, Ok(1));
+        assert_eq!(answer, Ok((1, Answered::Hedge)));
         assert_eq!(hedges, 1);
     }
 
@@ -103,7 +112,7 @@ mod tests {
             || -> Option<()> { panic!("hedged") },
         )
         .await;
-        assert_eq!(answer, Ok(0));
+        assert_eq!(answer, Ok((0, Answered::First)));
         assert_eq!(sent.load(Ordering::SeqCst), 1);
     }
 
@@ -120,7 +129,7 @@ mod tests {
         )
         .await;
         // The hedge, out at 70 ms, answers at 170 ms; its permit is gone.
-        assert_eq!(answer, Ok(1));
+        assert_eq!(answer, Ok((1, Answered::Hedge)));
         assert_eq!(asked.load(Ordering::SeqCst), 3);
         assert_eq!(std::sync::Arc::strong_count(&held), 1);
     }
@@ -134,6 +143,6 @@ mod tests {
             || -> Option<()> { panic!("hedged") },
         )
         .await;
-        assert_eq!(answer, Ok(0));
+        assert_eq!(answer, Ok((0, Answered::First)));
     }
 }

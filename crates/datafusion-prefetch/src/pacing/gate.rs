@@ -60,22 +60,30 @@ impl RequestGate {
 
     /// The answer to `request`, sent as a read ahead: once the window has
     /// room, and sent again (once it has room again) each time a cut
-    /// withdraws it before it answers. Returns the permit the answer holds
-    /// and when the request that answered was sent.
+    /// withdraws it before it answers.
     pub(crate) async fn read_ahead<T, F: Future<Output = T>>(
         self: &Arc<Self>,
         mut request: impl FnMut() -> F,
-    ) -> (Permit, Instant, T) {
+    ) -> Sent<T> {
+        let mut withdrawn = 0;
         loop {
             let mut permit = self.send().await;
-            let sent = Instant::now();
+            let at = Instant::now();
             let answered = tokio::select! {
                 biased;
                 answer = request() => Some(answer),
                 () = permit.withdrawn() => None,
             };
-            if let Some(answer) = answered {
-                return (permit, sent, answer);
+            match answered {
+                Some(answer) => {
+                    return Sent {
+                        permit,
+                        at,
+                        answer,
+                        withdrawn,
+                    };
+                }
+                None => withdrawn += 1,
             }
         }
     }
@@ -125,6 +133,19 @@ impl RequestGate {
         }
         throttled
     }
+}
+
+/// A request sent through a [`RequestGate`], answered.
+#[derive(Debug)]
+pub(crate) struct Sent<T> {
+    /// Its room in the window, held until its body is in.
+    pub permit: Permit,
+    /// When the sending that answered went out.
+    pub at: Instant,
+    pub answer: T,
+    /// Sendings withdrawn by cuts before it (each one more request on the
+    /// wire).
+    pub withdrawn: u64,
 }
 
 /// A snapshot of a [`RequestGate`]'s window.
@@ -222,13 +243,14 @@ mod tests {
             .map(|_| {
                 let (gate, sends) = (Arc::clone(&gate), Arc::clone(&sends));
                 tokio::spawn(async move {
-                    let (permit, _, ()) = gate
+                    let sent = gate
                         .read_ahead(|| {
                             sends.fetch_add(1, Ordering::SeqCst);
                             tokio::time::sleep(Duration::from_secs(1))
                         })
                         .await;
-                    permit.ended(Outcome::Answered(Duration::from_secs(1)));
+                    sent.permit.ended(Outcome::Answered(Duration::from_secs(1)));
+                    sent.withdrawn
                 })
             })
             .collect();
@@ -247,9 +269,14 @@ mod tests {
             20,
             "withdrawn until there is room"
         );
+        let mut withdrawn = 0;
         for read in reads {
-            read.await.unwrap();
+            withdrawn += read.await.unwrap();
         }
+        assert_eq!(
+            withdrawn, 10,
+            "each read ahead tells how often it was withdrawn"
+        );
         assert_eq!(
             sends.load(Ordering::SeqCst),
             30,

@@ -24,7 +24,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub(crate) use gate::{Permit, RequestGate, WindowState};
+pub(crate) use gate::{Permit, RequestGate, Sent, WindowState};
 pub(crate) use outcome::Outcome;
 pub(crate) use paced_store::PacedStore;
 pub(crate) use stores::GatesByStore;
@@ -50,17 +50,21 @@ impl Pacing {
     /// The answer to `request`, sent through the window: a read ahead waits
     /// for room and is sent again if a cut withdraws it before it answers
     /// ([`RequestGate::read_ahead`]); a read a decoder waits on (`demand`)
-    /// goes out at once. Returns the permit the answer holds and when the
-    /// request that answered was sent.
+    /// goes out at once.
     pub(crate) async fn request<T, F: Future<Output = T>>(
         &self,
         demand: bool,
         mut request: impl FnMut() -> F,
-    ) -> (Permit, Instant, T) {
+    ) -> Sent<T> {
         if demand {
             let permit = self.gate.send_anyway();
-            let sent = Instant::now();
-            (permit, sent, request().await)
+            let at = Instant::now();
+            Sent {
+                permit,
+                at,
+                answer: request().await,
+                withdrawn: 0,
+            }
         } else {
             self.gate.read_ahead(request).await
         }

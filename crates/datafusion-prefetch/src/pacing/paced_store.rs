@@ -14,7 +14,7 @@ use object_store::{
     ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
 };
 
-use super::gate::{Permit, RequestGate};
+use super::gate::{Permit, RequestGate, Sent};
 use super::outcome::Outcome;
 
 /// A store whose every GET (each range of `get_ranges` too) is a read
@@ -61,6 +61,40 @@ impl Drop for EndsWithBody {
     }
 }
 
+/// The answer of a GET sent through a gate, its permit ended now if it
+/// failed (with what the error says of the store), else once its body is
+/// read or dropped (with its first byte's time).
+fn held_until_read(sent: Sent<Result<GetResult>>) -> Result<GetResult> {
+    let answer = match sent.answer {
+        Ok(answer) => answer,
+        Err(error) => {
+            sent.permit.ended(Outcome::of_error(&error));
+            return Err(error);
+        }
+    };
+    let outcome = Outcome::Answered(sent.at.elapsed());
+    let payload = match answer.payload {
+        GetResultPayload::Stream(body) => {
+            let held = EndsWithBody {
+                permit: Some(sent.permit),
+                outcome,
+            };
+            GetResultPayload::Stream(
+                body.map(move |chunk| {
+                    let _ = &held;
+                    chunk
+                })
+                .boxed(),
+            )
+        }
+        file @ GetResultPayload::File(..) => {
+            sent.permit.ended(outcome);
+            file
+        }
+    };
+    Ok(GetResult { payload, ..answer })
+}
+
 #[async_trait]
 impl ObjectStore for PacedStore {
     async fn put_opts(
@@ -81,38 +115,11 @@ impl ObjectStore for PacedStore {
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-        let (permit, sent, answered) = self
+        let sent = self
             .gate
             .read_ahead(|| self.inner.get_opts(location, options.clone()))
             .await;
-        let answer = match answered {
-            Ok(answer) => answer,
-            Err(error) => {
-                permit.ended(Outcome::of_error(&error));
-                return Err(error);
-            }
-        };
-        let outcome = Outcome::Answered(sent.elapsed());
-        let payload = match answer.payload {
-            GetResultPayload::Stream(body) => {
-                let held = EndsWithBody {
-                    permit: Some(permit),
-                    outcome,
-                };
-                GetResultPayload::Stream(
-                    body.map(move |chunk| {
-                        let _ = &held;
-                        chunk
-                    })
-                    .boxed(),
-                )
-            }
-            file @ GetResultPayload::File(..) => {
-                permit.ended(outcome);
-                file
-            }
-        };
-        Ok(GetResult { payload, ..answer })
+        held_until_read(sent)
     }
 
     fn delete_stream(

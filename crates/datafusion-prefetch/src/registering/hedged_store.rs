@@ -80,7 +80,7 @@ impl ObjectStore for HedgedStore {
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         let started = Instant::now();
-        let answer = first_of_two(
+        let (answer, _) = first_of_two(
             || self.inner.get_opts(location, options.clone()),
             || self.hedges.lock().get_after(),
             || Some(()),
@@ -110,7 +110,7 @@ impl ObjectStore for HedgedStore {
             )
             .await;
             match answer {
-                Ok((first, rest)) => {
+                Ok(((first, rest), _)) => {
                     hedges.lock().observe_list(started.elapsed());
                     stream::iter(first.map(Ok)).chain(rest).boxed()
                 }

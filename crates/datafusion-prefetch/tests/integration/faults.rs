@@ -212,6 +212,12 @@ async fn auto_sends_a_request_that_does_not_answer_again_beside_it() {
         stats[0].requests_hedged() >= 1,
         "the stalled GET was hedged"
     );
+    assert!(
+        (1..=stats[0].requests_hedged()).contains(&stats[0].hedges_won()),
+        "the stalled GET's hedge answered it: {} of {} hedges won",
+        stats[0].hedges_won(),
+        stats[0].requests_hedged()
+    );
     settle(&stats[0]).await;
     assert_eq!(stats[0].staged_bytes(), 0);
     assert_eq!(stats[0].live_tasks(), 0, "the stalled GET was dropped");
@@ -228,6 +234,7 @@ async fn auto_sends_a_request_that_does_not_answer_again_beside_it() {
     assert_eq!(result, expected);
     assert_eq!(fx.fault_stats.injected(FaultKind::Stall), 2);
     assert_eq!(stats[0].requests_hedged(), 0);
+    assert_eq!(stats[0].hedges_won(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -63,6 +63,10 @@ async fn explain_analyze_shows_the_window_auto_cut() {
     let cuts = metric(&text, "prefetch_auto_request_window_cuts");
     let window = metric(&text, "prefetch_auto_request_window");
     assert!(cuts >= 1, "{text}");
+    // Each cut withdrew the reads ahead beyond its new window (50-60 in
+    // local runs, over 5 or 6 cuts).
+    let withdrawn = metric(&text, "prefetch_requests_withdrawn");
+    assert!(withdrawn >= 1, "{text}");
     // Cut from the first window of 32 at least once.
     assert!((1..32).contains(&window), "{text}");
     assert!(fx.store.throttled() > 0);
