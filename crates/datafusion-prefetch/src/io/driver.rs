@@ -275,7 +275,7 @@ impl ScanDriver {
                     retained_hold,
                 });
             }
-            Action::OpenAhead { file, partition } => self.open_ahead(file, partition),
+            Action::OpenAhead { file, partition } => self.open_ahead(file, partition, false),
             Action::Fetch {
                 id,
                 file,
@@ -340,11 +340,16 @@ impl ScanDriver {
     }
 
     /// Read an upcoming file's footer in the background, through the wrapped
-    /// reader factory (into the metadata cache, exactly as the decoder would;
-    /// paced under `auto`).
-    pub(super) fn open_ahead(&self, file: FileId, partition: PartitionId) {
+    /// reader factory (into the metadata cache, exactly as the decoder
+    /// would). Under `auto` a footer read ahead is paced by the store's
+    /// window; one a decoder waits on (`demand`) goes out at once.
+    pub(super) fn open_ahead(&self, file: FileId, partition: PartitionId, demand: bool) {
         let unit = self.units.file(file).clone();
-        let reader = self.footer_factory.create_reader(
+        let factory = match demand {
+            true => &self.inner_factory,
+            false => &self.footer_factory,
+        };
+        let reader = factory.create_reader(
             partition,
             unit.clone(),
             self.metadata_size_hint,
@@ -357,9 +362,12 @@ impl ScanDriver {
             .metadata_cache
             .as_ref()
             .is_none_or(|cache| !cache.contains_key(&unit.object_meta.location));
+        // A paced footer's time includes its wait for room in the window:
+        // not a round trip to tell the tuner.
+        let timed = from_store && (demand || self.pacing.is_none());
         let guard = self.metrics.stats().task_started();
         self.footers
-            .read_ahead(file, unit, reader, from_store, guard, self.sink());
+            .read_ahead(file, unit, reader, timed, guard, self.sink());
     }
 
     /// A decoder in `partition` opened `file`.

@@ -42,15 +42,16 @@ impl Footers {
         }
     }
 
-    /// Read `file`'s footer with `reader` in the background. `from_store`:
-    /// it is not in the metadata cache, so the read is (mostly) one small
-    /// request — a round trip, reported to `sink` for `auto`.
+    /// Read `file`'s footer with `reader` in the background. `timed`: it is
+    /// not in the metadata cache and goes out unpaced, so the read is
+    /// (mostly) one small request — a round trip, reported to `sink` for
+    /// `auto`.
     pub(crate) fn read_ahead(
         &self,
         id: FileId,
         file: PartitionedFile,
         mut reader: Box<dyn AsyncFileReader + Send>,
-        from_store: bool,
+        timed: bool,
         guard: TaskGuard,
         sink: Reports,
     ) {
@@ -71,7 +72,7 @@ impl Footers {
                 .get_metadata(Some(&options))
                 .await
                 .map_err(|e| Arc::new(e.to_string()))?;
-            if from_store {
+            if timed {
                 let took = started.elapsed();
                 report(&sink, Event::RequestTimed { bytes: 0, took });
             }

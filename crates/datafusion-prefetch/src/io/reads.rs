@@ -81,7 +81,8 @@ impl ScanDriver {
             let footer = match self.footers.get(file) {
                 Some(footer) => footer,
                 None => {
-                    self.open_ahead(file, partition);
+                    // The decoder waits on this one.
+                    self.open_ahead(file, partition, true);
                     self.footers.get(file)?
                 }
             };

@@ -13,8 +13,11 @@ use super::gate::RequestGate;
 ///
 /// A store is known by its identity — the `Arc` the runtime's object store
 /// registry hands out — not by its URL: schema inference is given the store
-/// but not the URL it was registered under, and the registry hands planning
-/// and the scans the same `Arc`. The entry keeps a [`Weak`] to its store, so
+/// but not the URL it was registered under, and DataFusion's registry hands
+/// planning and the scans the same `Arc`. (A registry that wraps its store
+/// anew on each lookup, as `register_parquet_tables`' does while it
+/// registers, gives each lookup a gate of its own; its schema inference is
+/// DataFusion's, which reads no footers ahead.) The entry keeps a [`Weak`] to its store, so
 /// the address it is keyed by cannot be reused by another store while the
 /// entry stands; a store dropped and registered anew gets a fresh gate.
 #[derive(Debug, Default)]
