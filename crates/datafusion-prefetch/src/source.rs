@@ -23,10 +23,8 @@ use datafusion_datasource::file::FileSource;
 use datafusion_datasource::file_scan_config::FileScanConfig;
 use datafusion_datasource::file_stream::FileOpener;
 use datafusion_datasource::morsel::Morselizer;
+use datafusion_datasource_parquet::ParquetFileReaderFactory;
 use datafusion_datasource_parquet::source::ParquetSource;
-use datafusion_datasource_parquet::{
-    CachedParquetFileReaderFactory, DefaultParquetFileReaderFactory, ParquetFileReaderFactory,
-};
 use object_store::ObjectStore;
 use parking_lot::Mutex;
 
@@ -34,7 +32,7 @@ use crate::config::{PrefetchOptions, PrefetchPolicy, StreamLimits, pool_bounded_
 use crate::governor::PrefetchGovernor;
 use crate::io::{
     DriverParts, ObservedMorselizer, PrefetchingReaderFactory, ScanDriver, ScanUnits,
-    SlicingMorselizer, StatisticsPruning,
+    SlicingMorselizer, StatisticsPruning, reads_plain_store, wrapped_reader_factory,
 };
 use crate::metrics::{PrefetchStats, ScanMetrics};
 use crate::pacing::{PacedStore, Pacing};
@@ -375,58 +373,17 @@ impl PrefetchingParquetSource {
     }
 
     /// The factory whose readers read `store` as the wrapped `ParquetSource`
-    /// would: its own factory if it was given one, else DataFusion's (through
-    /// the metadata cache when the runtime has one).
+    /// would ([`wrapped_reader_factory`]).
     fn reader_factory(&self, store: &Arc<dyn ObjectStore>) -> Arc<dyn ParquetFileReaderFactory> {
-        match (
+        wrapped_reader_factory(
             self.inner.parquet_file_reader_factory(),
-            &self.metadata_cache,
-        ) {
-            (Some(factory), _) => Arc::clone(factory),
-            (None, Some(cache)) => Arc::new(CachedParquetFileReaderFactory::new(
-                Arc::clone(store),
-                Arc::clone(cache),
-            )),
-            (None, None) => Arc::new(DefaultParquetFileReaderFactory::new(Arc::clone(store))),
-        }
+            self.metadata_cache.as_ref(),
+            store,
+        )
     }
 
     fn inner_metadata_size_hint(&self) -> Option<usize> {
         self.inner.table_parquet_options().global.metadata_size_hint
-    }
-}
-
-/// Whether `factory` is one of DataFusion's own, whose readers fetch data
-/// with plain store reads (`DefaultParquetFileReaderFactory`, and
-/// `CachedParquetFileReaderFactory`, which `ParquetFormat` sets on every
-/// scan of a listing table to cache footers): a scan may then fetch its
-/// data itself, keeping the factory for footers. The trait offers no
-/// downcast, so its type is told by the start of its `Debug` text (only
-/// that much is formatted); `a_normal_table_owns_its_demand_reads` in the
-/// integration tests fails if DataFusion renames them.
-fn reads_plain_store(factory: &dyn ParquetFileReaderFactory) -> bool {
-    const OWN: [&str; 2] = [
-        "CachedParquetFileReaderFactory ",
-        "DefaultParquetFileReaderFactory ",
-    ];
-    let mut name = Prefix(String::new());
-    // The writer refuses everything past the longest name: `Err` is expected.
-    let _ = fmt::write(&mut name, format_args!("{factory:?}"));
-    OWN.iter().any(|own| name.0.starts_with(own))
-}
-
-/// A `fmt::Write` that keeps the first few characters and refuses the rest.
-struct Prefix(String);
-
-impl fmt::Write for Prefix {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let room = 40usize.saturating_sub(self.0.len());
-        let taken: String = s.chars().take(room).collect();
-        self.0.push_str(&taken);
-        if taken.len() < s.len() {
-            return Err(fmt::Error);
-        }
-        Ok(())
     }
 }
 

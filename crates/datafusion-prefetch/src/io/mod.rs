@@ -14,9 +14,11 @@
 //!   `footer_layout.rs`: parquet metadata to the scheduler's plain data;
 //!   `pruning.rs`: the row groups the opener will prune by statistics;
 //! - `reader.rs`, `morsel.rs`, `slicing.rs`: the reader factory and morsel
-//!   wrappers DataFusion calls; `read_error.rs`: errors of demand reads.
+//!   wrappers DataFusion calls; `factories.rs`: the factory they wrap;
+//!   `read_error.rs`: errors of demand reads.
 
 mod driver;
+mod factories;
 mod fetch;
 mod fetches;
 mod footer_layout;
@@ -36,6 +38,7 @@ mod tasks;
 mod units;
 
 pub(crate) use driver::{DriverParts, ScanDriver};
+pub(crate) use factories::{reads_plain_store, wrapped_reader_factory};
 #[cfg(feature = "fuzzing")]
 pub(crate) use footer_layout::{layout_from_metadata, offset_index_fits};
 pub(crate) use hedge::first_of_two;
