@@ -86,8 +86,9 @@ impl PrefetchStats {
         self.requests_hedged.load(Ordering::SeqCst)
     }
 
-    /// Hedges ([`Self::requests_hedged`]) whose answer came first
-    /// and was read; the request beside each was dropped.
+    /// Hedges ([`Self::requests_hedged`]) whose answer was read: they
+    /// answered first, or the request beside them failed. The other of
+    /// each pair was dropped.
     pub fn hedges_won(&self) -> u64 {
         self.hedges_won.load(Ordering::SeqCst)
     }
