@@ -1,26 +1,37 @@
 //! Over the S3 wire with the proxy answering a share of the GETs `503
 //! SlowDown`, as a throttling S3 does: object_store's S3 client retries
-//! them, and every policy returns what `off` returns.
+//! them, every policy returns what `off` returns, and a prefetching scan
+//! counts each attempt the proxy received for it, retries included.
 
 use std::time::Duration;
 
 use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::physical_plan::collect;
 use datafusion::prelude::{SessionConfig, SessionContext};
-use datafusion_prefetch::{PrefetchPolicy, prefetching_context};
+use datafusion_prefetch::{PrefetchPolicy, prefetch_stats, prefetching_context};
 use datafusion_prefetch_simstore::LatencyModel;
 use url::Url;
 
 use super::BUCKET;
-use super::stores::{Server, Store, client};
+use super::stores::{Server, Store, counted_s3_client};
 use crate::datagen::write_id_payload;
 use crate::proxy::{LatencyProxy, ProxyConfig};
 
 const SQL: &str = "SELECT count(*), sum(id), min(payload), max(payload) FROM t \
     WHERE id % 3 = 0";
 
-async fn answer(policy: PrefetchPolicy, endpoint: &str) -> String {
+/// What one query read through the proxy: attempts and `503`s.
+#[derive(Debug, PartialEq, Eq)]
+struct Attempts {
+    sent: u64,
+    throttled: u64,
+}
+
+/// The answer under `policy`, with the attempts its scans counted and the
+/// requests the proxy received while it executed (after planning).
+async fn answer(policy: PrefetchPolicy, proxy: &LatencyProxy) -> (String, Attempts, Attempts) {
     let ctx: SessionContext = prefetching_context(SessionConfig::new().with_target_partitions(2));
-    let store = client(Store::S3, endpoint).unwrap();
+    let (store, totals) = counted_s3_client(&proxy.endpoint()).unwrap();
     ctx.register_object_store(&Url::parse(&format!("s3://{BUCKET}")).unwrap(), store);
     for sql in [
         format!("SET prefetch.policy = '{}'", policy.name()),
@@ -28,8 +39,41 @@ async fn answer(policy: PrefetchPolicy, endpoint: &str) -> String {
     ] {
         ctx.sql(&sql).await.unwrap().collect().await.unwrap();
     }
-    let batches = ctx.sql(SQL).await.unwrap().collect().await.unwrap();
-    pretty_format_batches(&batches).unwrap().to_string()
+    let plan = ctx
+        .sql(SQL)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let scans = prefetch_stats(&plan);
+    let before = (proxy.stats().counts(), totals.attempts());
+    let batches = collect(plan, ctx.task_ctx()).await.unwrap();
+    // Reads ahead the query did not wait for end (or are stopped) too.
+    for _ in 0..200 {
+        if scans.iter().all(|s| s.live_tasks() == 0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let after = proxy.stats().counts();
+    let counted = Attempts {
+        sent: scans.iter().map(|s| s.attempts()).sum(),
+        throttled: scans.iter().map(|s| s.attempts_throttled()).sum(),
+    };
+    let received = Attempts {
+        sent: after.requests - before.0.requests,
+        throttled: after.slowed_down - before.0.slowed_down,
+    };
+    // The connector saw what the proxy saw.
+    assert_eq!(
+        totals.attempts() - before.1,
+        received.sent,
+        "{}",
+        policy.name()
+    );
+    let answer = pretty_format_batches(&batches).unwrap().to_string();
+    (answer, counted, received)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -58,25 +102,32 @@ async fn every_policy_answers_as_off_when_s3_answers_slow_down() {
     )
     .await
     .unwrap();
-    let expected = answer(PrefetchPolicy::Off, &proxy.endpoint()).await;
+    let (expected, off_counted, _) = answer(PrefetchPolicy::Off, &proxy).await;
     assert!(expected.contains("| 40000 "), "{expected}");
+    // Stock DataFusion's scans are not ours to count.
+    assert_eq!(
+        off_counted,
+        Attempts {
+            sent: 0,
+            throttled: 0
+        }
+    );
     for policy in PrefetchPolicy::ALL {
-        let before = proxy.stats().counts();
-        let got = answer(policy, &proxy.endpoint()).await;
-        let after = proxy.stats().counts();
+        let (got, counted, received) = answer(policy, &proxy).await;
         assert_eq!(got, expected, "{}", policy.name());
         eprintln!(
-            "{}: {} requests, {} answered 503",
-            policy.name(),
-            after.requests - before.requests,
-            after.slowed_down - before.slowed_down
+            "{}: counted {counted:?}, received {received:?}",
+            policy.name()
         );
         // Each policy sends a dozen GETs or more: none answered 503 would
         // happen one time in a thousand.
         assert!(
-            after.slowed_down > before.slowed_down,
+            received.throttled > 0,
             "{}: no GET was answered 503",
             policy.name()
         );
+        if policy != PrefetchPolicy::Off {
+            assert_eq!(counted, received, "{}", policy.name());
+        }
     }
 }

@@ -110,6 +110,22 @@ pub(super) fn client(store: Store, endpoint: &str) -> Result<Arc<dyn ObjectStore
     })
 }
 
+/// The S3 store of `endpoint`, its attempts counted by an
+/// [`AttemptCountingConnector`].
+#[cfg(test)]
+pub(super) fn counted_s3_client(
+    endpoint: &str,
+) -> Result<(
+    Arc<dyn ObjectStore>,
+    Arc<datafusion_prefetch::attempts::AttemptTotals>,
+)> {
+    use datafusion_prefetch::attempts::AttemptCountingConnector;
+    let connector = AttemptCountingConnector::default();
+    let totals = connector.totals();
+    let store = builder(endpoint).with_http_connector(connector).build()?;
+    Ok((Arc::new(store), totals))
+}
+
 fn builder(endpoint: &str) -> AmazonS3Builder {
     AmazonS3Builder::new()
         .with_endpoint(endpoint)

@@ -49,7 +49,8 @@
 //! [`register_parquet_tables`] to register many tables at once, the settings
 //! [`PrefetchOptions`], the process-wide
 //! [`PrefetchGovernor`], [`PrefetchStats`] / [`prefetch_stats`] to watch
-//! scans, and [`prefetching_scan`] to find them in a plan. How it works:
+//! scans, [`prefetching_scan`] to find them in a plan, and [`attempts`] to
+//! count what the store was sent for them. How it works:
 //! [the design](https://github.com/datafusion-prefetch/datafusion-prefetch/blob/main/docs/design.md),
 //! which opens with a map of the (private) modules:
 //! - `config`: the `prefetch.*` settings;
@@ -66,10 +67,14 @@
 //! - `source`, `running`, `session`, `late_scans`, `plan_scans`, `table`,
 //!   `profiles`, `registering`: how it plugs into DataFusion (`running`: one
 //!   driver per execution of a plan);
-//! - `metrics`: what `EXPLAIN ANALYZE` and [`PrefetchStats`] report.
+//! - `metrics`: what `EXPLAIN ANALYZE` and [`PrefetchStats`] report;
+//! - [`attempts`] (public): what the wire saw of a scan's reads, counted by
+//!   the layer that makes the attempts (for object_store's HTTP stores,
+//!   `attempts::AttemptCountingConnector`, feature `http-attempts`).
 
 #![warn(missing_docs)]
 
+pub mod attempts;
 mod config;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]

@@ -9,6 +9,7 @@ use datafusion::physical_plan::metrics::{
     Count, ExecutionPlanMetricsSet, Gauge, MetricBuilder, MetricValue, Time,
 };
 
+use crate::attempts::ScanAttempts;
 use crate::pacing::WindowState;
 use crate::scheduler::{AutoSnapshot, CoreStats};
 
@@ -29,6 +30,8 @@ pub struct PrefetchStats {
     requests_hedged: AtomicU64,
     hedges_won: AtomicU64,
     requests_withdrawn: AtomicU64,
+    attempts: AtomicU64,
+    attempts_throttled: AtomicU64,
     bytes_fetched: AtomicU64,
     requests_shared: AtomicU64,
     bytes_shared: AtomicU64,
@@ -99,6 +102,32 @@ impl PrefetchStats {
     /// on the wire than [`Self::requests`] counts.
     pub fn requests_withdrawn(&self) -> u64 {
         self.requests_withdrawn.load(Ordering::SeqCst)
+    }
+
+    /// Attempts sent to the store for this source's reads, footers
+    /// included: each request, each of its client's retries, and each
+    /// hedge, answered or not. Counted only where the store reports its attempts —
+    /// through [`AttemptCountingConnector`](crate::attempts) for
+    /// object_store's HTTP stores, or a store that calls
+    /// [`record_attempt`](crate::attempts::record_attempt) — and zero
+    /// elsewhere. What a store that bills per request bills.
+    pub fn attempts(&self) -> u64 {
+        self.attempts.load(Ordering::SeqCst)
+    }
+
+    /// Of [`Self::attempts`], those the store throttled (`503 SlowDown`,
+    /// `429`).
+    pub fn attempts_throttled(&self) -> u64 {
+        self.attempts_throttled.load(Ordering::SeqCst)
+    }
+
+    /// One attempt sent, or (`throttled`) one answered `503`.
+    pub(crate) fn attempted(&self, throttled: bool) {
+        let count = match throttled {
+            false => &self.attempts,
+            true => &self.attempts_throttled,
+        };
+        count.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Bytes of the data requests issued, on demand and ahead, gaps between
@@ -192,6 +221,7 @@ pub(crate) struct ScanMetrics {
     time_to_first_batch: Time,
     io_wait: Time,
     auto: Option<AutoMetrics>,
+    attempts: ScanAttempts,
     stats: Arc<PrefetchStats>,
 }
 
@@ -272,8 +302,15 @@ impl ScanMetrics {
             time_to_first_batch: global_time(metrics, "prefetch_time_to_first_batch"),
             io_wait: global_time(metrics, "prefetch_io_wait"),
             auto,
+            attempts: ScanAttempts::new(metrics, Arc::clone(&stats)),
             stats,
         }
+    }
+
+    /// Where the attempts of the scan's reads count: run each read (and
+    /// each task that reads) in [`ScanAttempts::counting`].
+    pub(crate) fn attempts(&self) -> &ScanAttempts {
+        &self.attempts
     }
 
     pub(crate) fn stats(&self) -> &Arc<PrefetchStats> {

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use datafusion::common::{DataFusionError, Result};
 use datafusion::prelude::SessionContext;
-use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig, StoreStats};
+use datafusion_prefetch::attempts::{AttemptCountingConnector, record_attempt, record_throttled};
+use datafusion_prefetch_simstore::{Attempt, SimulatedStore, SimulatedStoreConfig, StoreStats};
 use object_store::aws::AmazonS3Builder;
 use object_store::azure::MicrosoftAzureBuilder;
 use object_store::gcp::GoogleCloudStorageBuilder;
@@ -63,7 +64,8 @@ impl Stores {
     fn register(&mut self, ctx: &SessionContext, url: &Url, store: Arc<dyn ObjectStore>) {
         let store: Arc<dyn ObjectStore> = match self.simulation {
             Some(config) => {
-                let simulated = SimulatedStore::new(store, config);
+                let simulated =
+                    SimulatedStore::new(store, config).with_attempt_observer(count_attempt);
                 self.stats.push(simulated.stats());
                 Arc::new(simulated)
             }
@@ -106,6 +108,16 @@ pub struct StoreCounters {
     pub max_in_flight: u64,
 }
 
+/// A simulated store's attempt, counted for the prefetching scan whose read
+/// made it (`prefetch_attempts` in `EXPLAIN ANALYZE`), as
+/// [`AttemptCountingConnector`] counts a real store's.
+fn count_attempt(attempt: Attempt) {
+    match attempt {
+        Attempt::Sent => record_attempt(),
+        Attempt::Throttled => record_throttled(),
+    };
+}
+
 /// `scheme://authority`, the key DataFusion looks stores up by.
 fn key(url: &Url) -> String {
     format!(
@@ -120,15 +132,22 @@ fn build_store(url: &Url) -> Result<Arc<dyn ObjectStore>> {
     let store: Arc<dyn ObjectStore> = match url.scheme() {
         // from_env reads AWS_ACCESS_KEY_ID, AWS_REGION, AWS_ENDPOINT,
         // AWS_ALLOW_HTTP and friends; with_url takes the bucket from the host.
-        "s3" | "s3a" => Arc::new(AmazonS3Builder::from_env().with_url(url.as_str()).build()?),
+        "s3" | "s3a" => Arc::new(
+            AmazonS3Builder::from_env()
+                .with_url(url.as_str())
+                .with_http_connector(AttemptCountingConnector::default())
+                .build()?,
+        ),
         "gs" => Arc::new(
             GoogleCloudStorageBuilder::from_env()
                 .with_url(url.as_str())
+                .with_http_connector(AttemptCountingConnector::default())
                 .build()?,
         ),
         "az" | "adl" | "azure" | "abfs" | "abfss" => Arc::new(
             MicrosoftAzureBuilder::from_env()
                 .with_url(url.as_str())
+                .with_http_connector(AttemptCountingConnector::default())
                 .build()?,
         ),
         // An http:// table URL is an explicit request for plain HTTP.
@@ -136,6 +155,7 @@ fn build_store(url: &Url) -> Result<Arc<dyn ObjectStore>> {
             HttpBuilder::new()
                 .with_url(key(url))
                 .with_client_options(ClientOptions::new().with_allow_http(url.scheme() == "http"))
+                .with_http_connector(AttemptCountingConnector::default())
                 .build()?,
         ),
         other => {

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use datafusion_prefetch::attempts::AttemptCountingConnector;
 use datafusion_prefetch_simstore::{LatencyModel, SimulatedStore, SimulatedStoreConfig};
 use object_store::aws::AmazonS3Builder;
 use object_store::azure::MicrosoftAzureBuilder;
@@ -53,12 +54,16 @@ fn real_store_for(url: &Url, options: &StorageOptions) -> PyResult<Option<Arc<dy
             return Ok(None);
         }
         "s3" | "s3a" => {
-            let builder = AmazonS3Builder::from_env().with_url(url.as_str());
+            let builder = AmazonS3Builder::from_env()
+                .with_url(url.as_str())
+                .with_http_connector(AttemptCountingConnector::default());
             let builder = configured(builder, options, AmazonS3Builder::with_config, invalid)?;
             Arc::new(builder.build().map_err(invalid)?)
         }
         "gs" => {
-            let builder = GoogleCloudStorageBuilder::from_env().with_url(url.as_str());
+            let builder = GoogleCloudStorageBuilder::from_env()
+                .with_url(url.as_str())
+                .with_http_connector(AttemptCountingConnector::default());
             let builder = configured(
                 builder,
                 options,
@@ -68,7 +73,9 @@ fn real_store_for(url: &Url, options: &StorageOptions) -> PyResult<Option<Arc<dy
             Arc::new(builder.build().map_err(invalid)?)
         }
         "az" | "adl" | "azure" | "abfs" | "abfss" => {
-            let builder = MicrosoftAzureBuilder::from_env().with_url(url.as_str());
+            let builder = MicrosoftAzureBuilder::from_env()
+                .with_url(url.as_str())
+                .with_http_connector(AttemptCountingConnector::default());
             let builder = configured(
                 builder,
                 options,
@@ -79,10 +86,13 @@ fn real_store_for(url: &Url, options: &StorageOptions) -> PyResult<Option<Arc<dy
         }
         "http" | "https" => {
             let base = &url[..url::Position::AfterPort];
-            let builder = HttpBuilder::new().with_url(base).with_config(
-                ClientConfigKey::AllowHttp,
-                (url.scheme() == "http").to_string(),
-            );
+            let builder = HttpBuilder::new()
+                .with_url(base)
+                .with_config(
+                    ClientConfigKey::AllowHttp,
+                    (url.scheme() == "http").to_string(),
+                )
+                .with_http_connector(AttemptCountingConnector::default());
             let builder = configured(builder, options, HttpBuilder::with_config, invalid)?;
             Arc::new(builder.build().map_err(invalid)?)
         }

@@ -129,7 +129,9 @@ impl ParquetTable {
     /// dict per scan with requests, bytes fetched, fetched ahead, served from
     /// read-ahead, wasted, peak staged, hedged requests and hedges that won,
     /// reads ahead withdrawn by a throttling store's window and sent again,
-    /// requests and bytes shared with other scans, and tasks still live.
+    /// attempts the store's client sent (retries and hedges included) and
+    /// the `503`s among them, requests and bytes shared with other scans,
+    /// and tasks still live.
     fn scan_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
         for scan in self.hosted.scans() {
@@ -138,6 +140,8 @@ impl ParquetTable {
             stats.set_item("requests_hedged", scan.requests_hedged())?;
             stats.set_item("hedges_won", scan.hedges_won())?;
             stats.set_item("requests_withdrawn", scan.requests_withdrawn())?;
+            stats.set_item("attempts", scan.attempts())?;
+            stats.set_item("attempts_throttled", scan.attempts_throttled())?;
             stats.set_item("bytes_fetched", scan.bytes_fetched())?;
             stats.set_item("requests_shared", scan.requests_shared())?;
             stats.set_item("bytes_shared", scan.bytes_shared())?;

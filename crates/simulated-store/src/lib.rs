@@ -157,5 +157,5 @@ pub use faulty_store::FaultyStore;
 pub use latency::{LatencyModel, ParseLatencyModelError};
 pub use retry::RetryModel;
 pub use stats::{RequestRecord, RequestState, StatsSnapshot, StoreStats};
-pub use store::SimulatedStore;
+pub use store::{Attempt, AttemptObserver, SimulatedStore};
 pub use throttle::{RequestRateLimit, S3_REQUESTS_PER_SEC_PER_PREFIX};

@@ -232,8 +232,9 @@ impl StoreStats {
     }
 
     /// Requests sent again by the client after a `503`
-    /// ([`RetryModel`](crate::RetryModel)). A throttled request whose
-    /// client gave up is in [`throttled`](Self::throttled) but not here.
+    /// ([`RetryModel`](crate::RetryModel)), counted when sent. A throttled
+    /// request whose client gave up, or that was dropped during its
+    /// backoff, is in [`throttled`](Self::throttled) but not here.
     pub fn retries(&self) -> u64 {
         self.retries.load(Ordering::Relaxed)
     }

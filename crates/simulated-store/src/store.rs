@@ -25,6 +25,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use self::get::{GetGuard, SimulatedBody};
 use self::pages::ListPages;
+pub use self::wire::{Attempt, AttemptObserver};
 use self::wire::{Request, Wire};
 use crate::ranges::get_ranges_bounded;
 use crate::retry::Retries;
@@ -105,6 +106,19 @@ impl LatencyRngs {
 }
 
 impl<T: ObjectStore> SimulatedStore<T> {
+    /// Tells `observer` of every attempt the store makes — each request and
+    /// each retry — and of each `503` answered.
+    ///
+    /// # Panics
+    ///
+    /// If a listing of the store is still running.
+    pub fn with_attempt_observer(mut self, observer: AttemptObserver) -> Self {
+        Arc::get_mut(&mut self.wire)
+            .expect("no listing holds the wire of a store being built")
+            .observe_attempts(observer);
+        self
+    }
+
     /// Wraps `inner` with the behaviour described by `config`.
     ///
     /// # Panics

@@ -25,8 +25,9 @@ use super::probe::Probe;
 use super::pruning::StatisticsPruning;
 use super::reservation::{Refusal, Reservation};
 use super::sink::{EventSink, Reports};
-use super::tasks::SharedResult;
+use super::tasks::{ScanTask, SharedResult};
 use super::units::ScanUnits;
+use crate::attempts::ScanAttempts;
 use crate::governor::{Hold, Notice, PrefetchGovernor, ScanShare, Tenant};
 use crate::metrics::ScanMetrics;
 use crate::pacing::Pacing;
@@ -154,6 +155,16 @@ impl ScanDriver {
             first_batch_seen: AtomicBool::default(),
             this: this.clone(),
         }
+    }
+
+    /// A background task of this scan (see [`ScanTask`]).
+    pub(super) fn task(&self) -> ScanTask {
+        ScanTask::new(&self.metrics)
+    }
+
+    /// Where the attempts of the scan's reads count.
+    pub(crate) fn attempts(&self) -> &ScanAttempts {
+        self.metrics.attempts()
     }
 
     /// Whether the driver sends the decoders' data reads to the store itself.
@@ -365,9 +376,9 @@ impl ScanDriver {
         // A paced footer's time includes its wait for room in the window:
         // not a round trip to tell the tuner.
         let timed = from_store && (demand || self.pacing.is_none());
-        let guard = self.metrics.stats().task_started();
+        let task = self.task();
         self.footers
-            .read_ahead(file, unit, reader, timed, guard, self.sink());
+            .read_ahead(file, unit, reader, timed, task, self.sink());
     }
 
     /// A decoder in `partition` opened `file`.

@@ -14,7 +14,7 @@ use tokio::task::AbortHandle;
 
 use super::fetch::{Sending, SharedObject, ShortBodies, fetch_planned};
 use super::sink::{Reports, report};
-use super::tasks::{SharedResult, Slot};
+use super::tasks::{ScanTask, SharedResult, Slot};
 use crate::governor::{Hold, hold_buffers};
 use crate::scheduler::{Event, FetchId, Part, RequestPlan};
 use crate::sharing::{ObjectKey, ReadSharing};
@@ -73,52 +73,55 @@ impl Fetches {
         let store = Arc::clone(&self.store);
         let sharing = Arc::clone(&self.sharing);
         let slowest = Arc::clone(&self.slowest_micros);
-        let guard = sending.metrics.stats().task_started();
+        let task = ScanTask::new(sending.metrics);
         let metrics = sending.metrics.clone();
         let hedge_after = sending.after.cloned();
         let pacing = sending.pacing.cloned();
-        let slot = Slot::spawn("prefetch task", async move {
-            let _guard = guard;
-            report(&sink, Event::FetchSent { id });
-            let started = Instant::now();
-            let sending = Sending {
-                after: hedge_after.as_ref(),
-                metrics: &metrics,
-                pacing: pacing.as_ref(),
-                demand: false,
-            };
-            let shared = SharedObject {
-                sharing: &sharing,
-                object: &object,
-            };
-            match fetch_planned(
-                store.as_ref(),
-                &object.location,
-                Some(shared),
-                &requests,
-                ShortBodies::Fail,
-                sending,
-                &sink,
-            )
-            .await
-            {
-                Ok(bytes) => {
-                    let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-                    slowest.fetch_max(micros, Ordering::Relaxed);
-                    Ok(Arc::new(hold_buffers(bytes, hold)))
-                }
-                Err(e) => {
-                    // The scheduler unstages the failed bytes before the hold
-                    // goes; a scan being dropped cannot hear of it, so its
-                    // staged gauge falls first, as its drop is about to make it.
-                    if !report(&sink, Event::FetchFailed { id }) {
-                        hold.release_as_scan_ends();
+        let slot = Slot::spawn(
+            "prefetch task",
+            task.run(async move {
+                report(&sink, Event::FetchSent { id });
+                let started = Instant::now();
+                let sending = Sending {
+                    after: hedge_after.as_ref(),
+                    metrics: &metrics,
+                    pacing: pacing.as_ref(),
+                    demand: false,
+                };
+                let shared = SharedObject {
+                    sharing: &sharing,
+                    object: &object,
+                };
+                match fetch_planned(
+                    store.as_ref(),
+                    &object.location,
+                    Some(shared),
+                    &requests,
+                    ShortBodies::Fail,
+                    sending,
+                    &sink,
+                )
+                .await
+                {
+                    Ok(bytes) => {
+                        let micros =
+                            u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                        slowest.fetch_max(micros, Ordering::Relaxed);
+                        Ok(Arc::new(hold_buffers(bytes, hold)))
                     }
-                    let location = &object.location;
-                    Err(Arc::new(format!("prefetch of {location} failed: {e}")))
+                    Err(e) => {
+                        // The scheduler unstages the failed bytes before the hold
+                        // goes; a scan being dropped cannot hear of it, so its
+                        // staged gauge falls first, as its drop is about to make it.
+                        if !report(&sink, Event::FetchFailed { id }) {
+                            hold.release_as_scan_ends();
+                        }
+                        let location = &object.location;
+                        Err(Arc::new(format!("prefetch of {location} failed: {e}")))
+                    }
                 }
-            }
-        });
+            }),
+        );
         self.slots.lock().insert(id, slot);
     }
 

@@ -16,8 +16,7 @@ use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
 use super::footer_layout::{layout_of, offset_index_fits};
 use super::pruning::StatisticsPruning;
 use super::sink::{Reports, report};
-use super::tasks::{SharedResult, Slot};
-use crate::metrics::TaskGuard;
+use super::tasks::{ScanTask, SharedResult, Slot};
 use crate::scheduler::{Event, FileId};
 
 /// A footer read ahead, as the decoder gets it.
@@ -52,7 +51,7 @@ impl Footers {
         file: PartitionedFile,
         mut reader: Box<dyn AsyncFileReader + Send>,
         timed: bool,
-        guard: TaskGuard,
+        task: ScanTask,
         sink: Reports,
     ) {
         let slicing = self.slicing;
@@ -64,33 +63,35 @@ impl Footers {
         } else {
             PageIndexPolicy::Skip
         };
-        let slot = Slot::spawn("footer read", async move {
-            let _guard = guard;
-            let options = ArrowReaderOptions::new().with_page_index_policy(page_index);
-            let started = Instant::now();
-            let mut metadata = reader
-                .get_metadata(Some(&options))
-                .await
-                .map_err(|e| Arc::new(e.to_string()))?;
-            if timed {
-                let took = started.elapsed();
-                report(&sink, Event::RequestTimed { bytes: 0, took });
-            }
-            if !offset_index_fits(&metadata, file.object_meta.size) {
-                // Loaded for slicing only: a decoder must meet a corrupt offset
-                // index only if it loads the page index itself, as without us.
-                metadata = Arc::new(
-                    ParquetMetaData::clone(&metadata)
-                        .into_builder()
-                        .set_column_index(None)
-                        .set_offset_index(None)
-                        .build(),
-                );
-            }
-            let layout = Arc::new(layout_of(&metadata, &file, slicing, pruning.as_deref()));
-            report(&sink, Event::FooterKnown { file: id, layout });
-            Ok(metadata)
-        });
+        let slot = Slot::spawn(
+            "footer read",
+            task.run(async move {
+                let options = ArrowReaderOptions::new().with_page_index_policy(page_index);
+                let started = Instant::now();
+                let mut metadata = reader
+                    .get_metadata(Some(&options))
+                    .await
+                    .map_err(|e| Arc::new(e.to_string()))?;
+                if timed {
+                    let took = started.elapsed();
+                    report(&sink, Event::RequestTimed { bytes: 0, took });
+                }
+                if !offset_index_fits(&metadata, file.object_meta.size) {
+                    // Loaded for slicing only: a decoder must meet a corrupt offset
+                    // index only if it loads the page index itself, as without us.
+                    metadata = Arc::new(
+                        ParquetMetaData::clone(&metadata)
+                            .into_builder()
+                            .set_column_index(None)
+                            .set_offset_index(None)
+                            .build(),
+                    );
+                }
+                let layout = Arc::new(layout_of(&metadata, &file, slicing, pruning.as_deref()));
+                report(&sink, Event::FooterKnown { file: id, layout });
+                Ok(metadata)
+            }),
+        );
         self.slots.lock().insert(id, slot);
     }
 

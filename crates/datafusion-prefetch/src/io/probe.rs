@@ -9,8 +9,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use parking_lot::Mutex;
 
 use super::sink::{Reports, report};
-use super::tasks::{SharedResult, Slot};
-use crate::metrics::TaskGuard;
+use super::tasks::{ScanTask, SharedResult, Slot};
 use crate::scheduler::Event;
 
 /// A scan's probe, started at most once.
@@ -26,25 +25,27 @@ impl Probe {
         &self,
         store: &Arc<dyn ObjectStore>,
         location: &Path,
-        guard: impl FnOnce() -> TaskGuard,
+        task: impl FnOnce() -> ScanTask,
         sink: Reports,
     ) -> SharedResult<()> {
         let mut slot = self.slot.lock();
         let slot = slot.get_or_insert_with(|| {
             let store = Arc::clone(store);
             let location = location.clone();
-            let guard = guard();
-            Slot::spawn("store probe", async move {
-                let _guard = guard;
-                let started = Instant::now();
-                store
-                    .head(&location)
-                    .await
-                    .map_err(|e| Arc::new(e.to_string()))?;
-                let took = started.elapsed();
-                report(&sink, Event::RequestTimed { bytes: 0, took });
-                Ok(())
-            })
+            let task = task();
+            Slot::spawn(
+                "store probe",
+                task.run(async move {
+                    let started = Instant::now();
+                    store
+                        .head(&location)
+                        .await
+                        .map_err(|e| Arc::new(e.to_string()))?;
+                    let took = started.elapsed();
+                    report(&sink, Event::RequestTimed { bytes: 0, took });
+                    Ok(())
+                }),
+            )
         });
         slot.result.clone()
     }

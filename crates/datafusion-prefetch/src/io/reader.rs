@@ -93,14 +93,13 @@ impl AsyncFileReader for PrefetchingReader {
         ranges: Vec<Range<u64>>,
     ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
         async move {
-            self.driver
-                .read(
-                    self.file,
-                    self.inner.as_mut(),
-                    ranges,
-                    self.bytes_scanned.as_ref(),
-                )
-                .await
+            let read = self.driver.read(
+                self.file,
+                self.inner.as_mut(),
+                ranges,
+                self.bytes_scanned.as_ref(),
+            );
+            self.driver.attempts().counting(read).await
         }
         .boxed()
     }
@@ -110,9 +109,10 @@ impl AsyncFileReader for PrefetchingReader {
         options: Option<&'a ArrowReaderOptions>,
     ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
         async move {
-            self.driver
-                .metadata(self.file, self.inner.as_mut(), options)
-                .await
+            let read = self
+                .driver
+                .metadata(self.file, self.inner.as_mut(), options);
+            self.driver.attempts().counting(read).await
         }
         .boxed()
     }

@@ -38,9 +38,7 @@ impl ScanDriver {
             return;
         };
         let this = self.this.clone();
-        let guard = self.metrics.stats().task_started();
-        let task = runtime.spawn(async move {
-            let _guard = guard;
+        let task = runtime.spawn(self.task().run(async move {
             // Whichever lands first: this scan's probe, or any sibling scan's
             // measurement of the store (every scan of a query starts at once,
             // each with a probe of its own).
@@ -72,7 +70,7 @@ impl ScanDriver {
             if let Some(driver) = this.upgrade() {
                 driver.apply([Event::PartitionStarted { partition }]);
             }
-        });
+        }));
         let mut starts = self.starts.lock();
         starts.retain(|h| !h.is_finished());
         starts.push(task.abort_handle());
@@ -111,7 +109,9 @@ impl ScanDriver {
             return None;
         }
         let location = &self.units.file(file).object_meta.location;
-        let guard = || self.metrics.stats().task_started();
-        Some(self.probe.start(&self.store, location, guard, self.sink()))
+        Some(
+            self.probe
+                .start(&self.store, location, || self.task(), self.sink()),
+        )
     }
 }

@@ -6,9 +6,42 @@ use std::sync::Arc;
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use tokio::task::AbortHandle;
+use tokio::task::futures::TaskLocalFuture;
+
+use crate::attempts::ScanAttempts;
+use crate::metrics::{ScanMetrics, TaskGuard};
 
 /// The result of a background task, shareable among its awaiting readers.
 pub(crate) type SharedResult<T> = Shared<BoxFuture<'static, Result<T, Arc<String>>>>;
+
+/// A background task of a scan: live (in [`PrefetchStats::live_tasks`](crate::PrefetchStats::live_tasks))
+/// until it ends or is aborted, and the store attempts of its reads count
+/// for the scan (a spawned task does not inherit its spawner's).
+pub(crate) struct ScanTask {
+    guard: TaskGuard,
+    attempts: ScanAttempts,
+}
+
+impl ScanTask {
+    pub(crate) fn new(metrics: &ScanMetrics) -> Self {
+        Self {
+            guard: metrics.stats().task_started(),
+            attempts: metrics.attempts().clone(),
+        }
+    }
+
+    /// `task`, run as this scan's.
+    pub(crate) fn run<F: Future>(
+        self,
+        task: F,
+    ) -> TaskLocalFuture<ScanAttempts, impl Future<Output = F::Output>> {
+        let Self { guard, attempts } = self;
+        attempts.counting(async move {
+            let _guard = guard;
+            task.await
+        })
+    }
+}
 
 /// A background task's result, and the handle that stops it (none for a
 /// result that was ready when it was made).

@@ -13,10 +13,11 @@ use datafusion::execution::memory_pool::MemoryPool;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use datafusion_prefetch::attempts::{record_attempt, record_throttled};
 use datafusion_prefetch::{PrefetchStats, enable_prefetch, prefetch_stats};
 use datafusion_prefetch_simstore::{
-    FaultRules, FaultStats, FaultyStore, RequestRateLimit, SimulatedStore, SimulatedStoreConfig,
-    StoreStats,
+    Attempt, FaultRules, FaultStats, FaultyStore, RequestRateLimit, SimulatedStore,
+    SimulatedStoreConfig, StoreStats,
 };
 use datafusion_prefetch_testdata::mix;
 use object_store::memory::InMemory;
@@ -164,7 +165,9 @@ pub async fn fixture(files: Vec<Bytes>, options: FixtureOptions) -> Fixture {
     let config = config
         .with_bandwidth(options.bandwidth)
         .with_rate_limit(options.rate_limit);
-    let store = SimulatedStore::new(faulty, config);
+    // Each attempt counts for the scan whose read made it, as through
+    // `AttemptCountingConnector` on a real wire.
+    let store = SimulatedStore::new(faulty, config).with_attempt_observer(record_sim_attempt);
     let stats = store.stats();
     let mut named = vec![];
     for (i, bytes) in files.into_iter().enumerate() {
@@ -206,6 +209,14 @@ pub async fn fixture(files: Vec<Bytes>, options: FixtureOptions) -> Fixture {
         files: named,
         pool,
     }
+}
+
+/// A [`SimulatedStore`] attempt, counted for the scan whose read made it.
+pub fn record_sim_attempt(attempt: Attempt) {
+    match attempt {
+        Attempt::Sent => record_attempt(),
+        Attempt::Throttled => record_throttled(),
+    };
 }
 
 /// A prefetching session on `runtime` whose `sim://bucket` is `store`.

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use datafusion_prefetch_simstore::RequestRateLimit;
 
-use crate::support::{Fixture, FixtureOptions, fixture, metric, parquet_file, sql_text};
+use datafusion_prefetch::prefetch_stats;
+
+use crate::support::{Fixture, FixtureOptions, fixture, metric, parquet_file, settle, sql_text};
 
 const SQL: &str = "SELECT count(*), sum(payload), min(id), max(tag) FROM t";
 
@@ -70,4 +72,61 @@ async fn explain_analyze_shows_the_window_auto_cut() {
     // Cut from the first window of 32 at least once.
     assert!((1..32).contains(&window), "{text}");
     assert!(fx.store.throttled() > 0);
+}
+
+/// Every attempt the store answered while a query ran, retries and hedges
+/// included, counts for one of its scans: the scans' attempts and `503`s
+/// are the store's own counts, not estimates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scans_count_every_attempt_the_store_answered() {
+    for settings in [
+        &[("policy", "pipelined"), ("file_open_depth", "64")][..],
+        &[("policy", "auto")],
+        &[("policy", "streaming")],
+    ] {
+        let fx = throttling_store().await;
+        for (key, value) in settings {
+            fx.set(key, value).await;
+        }
+        let plan = fx.plan(SQL).await;
+        let scans = prefetch_stats(&plan);
+        // Listing the files is planning's: what the scans do starts here.
+        fx.store.reset();
+        datafusion::physical_plan::collect(plan, fx.ctx.task_ctx())
+            .await
+            .unwrap();
+        for scan in &scans {
+            settle(scan).await;
+        }
+        let attempts: u64 = scans.iter().map(|s| s.attempts()).sum();
+        let throttled: u64 = scans.iter().map(|s| s.attempts_throttled()).sum();
+        let store = fx.store.snapshot();
+        assert_eq!(
+            (attempts, throttled),
+            (store.attempts(), store.throttled),
+            "{settings:?}: {store}"
+        );
+        assert!(
+            store.throttled > 0,
+            "{settings:?}: the limit binds: {store}"
+        );
+        let requests: u64 = scans.iter().map(|s| s.requests()).sum();
+        assert!(
+            attempts > requests,
+            "{settings:?}: retries are attempts too"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_analyze_shows_the_attempts_and_the_503s() {
+    let fx = throttling_store().await;
+    fx.set("policy", "pipelined").await;
+    fx.set("file_open_depth", "64").await;
+    let text = sql_text(&fx.ctx, &format!("EXPLAIN ANALYZE {SQL}")).await;
+    let attempts = metric(&text, "prefetch_attempts");
+    let throttled = metric(&text, "prefetch_attempts_throttled");
+    assert!(throttled > 0, "{text}");
+    // Shown rounded (`1.03 K`): the exact counts are the test above's.
+    assert!(attempts > metric(&text, "prefetch_requests"), "{text}");
 }

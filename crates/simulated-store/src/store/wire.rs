@@ -23,6 +23,25 @@ pub(super) struct Wire {
     limit: Option<(RequestRateLimit, Mutex<PrefixBuckets>)>,
     retry: RetryModel,
     stats: Arc<StoreStats>,
+    /// Told of each attempt as it is answered.
+    observer: Option<AttemptObserver>,
+}
+
+/// Told of every attempt a [`SimulatedStore`](crate::SimulatedStore)
+/// makes, in the task that made the request, as an HTTP client's hook
+/// would be (e.g. to count the attempts of a prefetching scan's reads with
+/// `datafusion_prefetch::attempts`).
+pub type AttemptObserver = fn(Attempt);
+
+/// What an [`AttemptObserver`] is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    /// An attempt was sent: a request, or a client's retry of one. Counted
+    /// in [`StoreStats::attempts`](crate::StoreStats::attempts) at the same
+    /// moment.
+    Sent,
+    /// An attempt was answered `503 SlowDown`.
+    Throttled,
 }
 
 /// Where a request keeps the connection it holds: a GET's guard (which
@@ -96,7 +115,12 @@ impl Wire {
             limit: limit.map(|limit| (limit, Mutex::new(PrefixBuckets::new(limit)))),
             retry,
             stats,
+            observer: None,
         }
+    }
+
+    pub(super) fn observe_attempts(&mut self, observer: AttemptObserver) {
+        self.observer = Some(observer);
     }
 
     /// A request's retries, seeded from `rng` now, so that their jitter
@@ -118,7 +142,14 @@ impl Wire {
         slot: &mut impl ConnectionSlot,
         mut request: Request<'_>,
     ) -> object_store::Result<()> {
+        let mut retry = false;
         loop {
+            // A retry counts once it is made: a request dropped during its
+            // backoff sends nothing more.
+            if retry {
+                self.stats.count_retry();
+            }
+            self.observe(Attempt::Sent);
             slot.hold(self.connection().await);
             let admitted = self.admits(request.prefix);
             sleep(request.delay).await;
@@ -127,6 +158,7 @@ impl Wire {
             }
             slot.release();
             self.stats.count_throttled(slot.get_seq());
+            self.observe(Attempt::Throttled);
             let retries = request
                 .retries
                 .as_mut()
@@ -134,9 +166,15 @@ impl Wire {
             let Some(backoff) = retries.after_throttled(Instant::now()) else {
                 return Err(self.gave_up(&request));
             };
-            self.stats.count_retry();
             sleep(backoff).await;
             request.delay = request.latency.sample(retries.rng());
+            retry = true;
+        }
+    }
+
+    fn observe(&self, attempt: Attempt) {
+        if let Some(observe) = self.observer {
+            observe(attempt);
         }
     }
 

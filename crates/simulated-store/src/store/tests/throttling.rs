@@ -188,5 +188,37 @@ async fn a_request_waits_its_backoff_off_the_connection() {
     let stats = store.stats();
     assert_eq!(stats.in_flight_gets(), 0);
     assert_eq!(stats.get_requests_for(&a)[1].state, RequestState::Cancelled);
-    assert_eq!((stats.throttled(), stats.retries()), (1, 1));
+    // Its retry was never sent.
+    assert_eq!((stats.throttled(), stats.retries()), (1, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_attempt_observer_is_told_every_attempt_and_every_503() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static ATTEMPTS: AtomicU64 = AtomicU64::new(0);
+    static THROTTLED: AtomicU64 = AtomicU64::new(0);
+    fn observe(attempt: crate::Attempt) {
+        let count = match attempt {
+            crate::Attempt::Sent => &ATTEMPTS,
+            crate::Attempt::Throttled => &THROTTLED,
+        };
+        count.fetch_add(1, Ordering::SeqCst);
+    }
+    let store = store_with(gives_up_after_two_retries(), &[("data/a", 100)])
+        .await
+        .with_attempt_observer(observe);
+    let path = Path::from("data/a");
+    store.get_range(&path, 0..10).await.unwrap();
+    store.get_range(&path, 10..20).await.unwrap_err();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    store.head(&path).await.unwrap();
+    let _: Vec<Result<ObjectMeta>> = store.list(Some(&Path::from("data"))).collect().await;
+
+    let stats = store.stats();
+    let observed = (
+        ATTEMPTS.load(Ordering::SeqCst),
+        THROTTLED.load(Ordering::SeqCst),
+    );
+    assert_eq!(observed, (stats.attempts(), stats.throttled()));
+    assert!(stats.throttled() >= 3, "{}", stats.snapshot());
 }
