@@ -24,6 +24,7 @@ mod proxy;
 mod report;
 mod run;
 mod suites;
+mod throttled;
 mod tpch;
 
 use std::path::PathBuf;
@@ -40,14 +41,17 @@ use crate::run::{Measurement, RunConfig, measure, sample_staged};
 use crate::suites::{ClickbenchCopy, Query, Suite, SuiteOptions};
 
 /// Compare prefetch policies against stock DataFusion in one run.
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(name = "prefetch-bench", version, about)]
 struct Args {
     /// Suite to run: cross_file, single_row_group, four_row_groups, many_small_files, tpch,
     /// clickbench, peers (against other engines over a real S3 server),
     /// concurrent (`--clients` clients on one runtime, each running the TPC-H
-    /// queries in its own order), or many_files (planning and execution over
-    /// `--files` tiny files).
+    /// queries in its own order), many_files (planning and execution over
+    /// `--files` tiny files), or throttled (many_files at 10,000 files and
+    /// tpch, each at a rate limit that binds; of the other options only
+    /// --iterations (of many_files), --partitions, --scale, --data-dir,
+    /// --json, --markdown and the prefetch settings apply).
     #[arg(long)]
     suite: String,
     /// many_files: the table sizes, in files of 100 rows.
@@ -359,6 +363,9 @@ fn prefetch_settings(args: &Args) -> Vec<(String, String)> {
 }
 
 async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
+    if args.suite == "throttled" {
+        return throttled::run(&args).await;
+    }
     for policy in &args.policies {
         run::policy_and_depth(policy)?;
     }

@@ -15,7 +15,9 @@ use std::time::Instant;
 
 use datafusion::common::{DataFusionError, Result};
 use datafusion::prelude::SessionConfig;
-use datafusion_prefetch::{PrefetchingParquetTable, prefetching_context};
+use datafusion_prefetch::{
+    PrefetchingParquetTable, RequestPrice, prefetch_stats, prefetching_context,
+};
 use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig};
 use datafusion_prefetch_testdata::{Numbers, canonical_lines, checksum};
 use object_store::ObjectStore;
@@ -76,6 +78,10 @@ struct Run {
     throttled: u64,
     /// Of those, while planning.
     plan_throttled: u64,
+    /// GETs `auto`'s scans sent again beside one that had not answered,
+    /// and those whose answer was read.
+    hedges: u64,
+    hedges_won: u64,
     rows: usize,
     checksum: String,
     /// The result's one row, cells joined by `,`.
@@ -100,6 +106,10 @@ struct Summary {
     /// `503 SlowDown`s while planning, and while executing.
     plan_throttled: f64,
     exec_throttled: f64,
+    hedges: f64,
+    hedges_won: f64,
+    /// The attempts at S3 Standard's $0.0004 per 1,000 GETs, in dollars.
+    cost_usd: f64,
     /// End-to-end speedup over `off` at this size.
     speedup_vs_off: f64,
     matches_off: bool,
@@ -177,6 +187,7 @@ async fn measure(
     ctx.register_table("t", Arc::new(table))?;
     let plan = ctx.sql(SQL).await?.create_physical_plan().await?;
     let planned = started.elapsed();
+    let scans = prefetch_stats(&plan);
     let plan_requests = stats.get_requests();
     let plan_throttled = stats.throttled();
 
@@ -205,6 +216,8 @@ async fn measure(
         attempts: stats.attempts(),
         throttled: stats.throttled(),
         plan_throttled,
+        hedges: scans.iter().map(|s| s.requests_hedged()).sum(),
+        hedges_won: scans.iter().map(|s| s.hedges_won()).sum(),
         rows,
         checksum,
         answer,
@@ -248,6 +261,9 @@ fn summarize(runs: &[Run], sizes: &[usize], policies: &[String]) -> Vec<Summary>
                 attempts: m(|r| r.attempts as f64),
                 plan_throttled: m(|r| r.plan_throttled as f64),
                 exec_throttled: m(|r| (r.throttled - r.plan_throttled) as f64),
+                hedges: m(|r| r.hedges as f64),
+                hedges_won: m(|r| r.hedges_won as f64),
+                cost_usd: m(|r| RequestPrice::default().cost_of(r.attempts)),
                 speedup_vs_off: off_wall / wall,
                 matches_off: mine.iter().all(|r| {
                     off.first()
@@ -294,11 +310,11 @@ fn markdown(config: &ManyFilesConfig, summaries: &[Summary], slopes: &[Slope]) -
         "many_files: {SQL}, files of {ROWS_PER_FILE} rows, latency {}, {} partition(s), median of {} iteration(s)\n\n",
         config.latency_label, config.partitions, config.iterations
     );
-    out.push_str("| files | policy | plan ms | ttfb ms | exec ms | wall ms | vs off | requests (plan / exec) | attempts | 503s (plan / exec) | matches off |\n");
-    out.push_str("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    out.push_str("| files | policy | plan ms | ttfb ms | exec ms | wall ms | vs off | requests (plan / exec) | attempts | 503s (plan / exec) | hedges (won) | request cost | matches off |\n");
+    out.push_str("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for s in summaries {
         out.push_str(&format!(
-            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2}x | {} / {} | {:.0} | {:.0} / {:.0} | {} |\n",
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2}x | {} / {} | {:.0} | {:.0} / {:.0} | {:.0} ({:.0}) | ${:.6} | {} |\n",
             s.files,
             s.policy,
             s.plan_ms,
@@ -311,6 +327,9 @@ fn markdown(config: &ManyFilesConfig, summaries: &[Summary], slopes: &[Slope]) -
             s.attempts,
             s.plan_throttled,
             s.exec_throttled,
+            s.hedges,
+            s.hedges_won,
+            s.cost_usd,
             if s.matches_off { "yes" } else { "NO" }
         ));
     }

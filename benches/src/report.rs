@@ -47,6 +47,14 @@ struct PolicySummary {
     bytes_copied: u64,
     /// Over one pass of the queries, as `bytes_copied`.
     scan_bytes_fetched: u64,
+    /// Over one pass of the queries, as `bytes_copied`: what the store
+    /// received (retries included), the `503`s among them, the hedges of
+    /// `auto` and those that won, and what the attempts cost in dollars.
+    attempts: u64,
+    throttled: u64,
+    hedges: u64,
+    hedges_won: u64,
+    cost_usd: f64,
     memory_budget: u64,
 }
 
@@ -357,6 +365,11 @@ impl Report {
                     bytes_copied: per_pass(&policy, |m| m.bytes_copied as f64).round() as u64,
                     scan_bytes_fetched: per_pass(&policy, |m| m.scan_bytes_fetched as f64).round()
                         as u64,
+                    attempts: per_pass(&policy, |m| m.attempts as f64).round() as u64,
+                    throttled: per_pass(&policy, |m| m.throttled as f64).round() as u64,
+                    hedges: per_pass(&policy, |m| m.hedges as f64).round() as u64,
+                    hedges_won: per_pass(&policy, |m| m.hedges_won as f64).round() as u64,
+                    cost_usd: per_pass(&policy, |m| m.cost_usd),
                     memory_budget: self.budget,
                     total_wall_ms,
                     policy,
@@ -378,11 +391,11 @@ impl Report {
         let _ = writeln!(out, "### {}\n", self.title());
         let _ = writeln!(
             out,
-            "| query | policy | wall ms (median) | vs off | ttfb ms | scan ttfb ms | requests | MiB fetched | MiB wasted | peak staged MiB | wall / floor | matches off |"
+            "| query | policy | wall ms (median) | vs off | ttfb ms | scan ttfb ms | requests | attempts | 503s | MiB fetched | MiB wasted | peak staged MiB | wall / floor | matches off |"
         );
         let _ = writeln!(
             out,
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
         );
         for q in &self.queries() {
             let off = self.median_of(q, "off", |m| m.wall_ms);
@@ -396,11 +409,13 @@ impl Report {
                     .all(|m| m.matches_off);
                 let _ = writeln!(
                     out,
-                    "| {q} | {policy} | {wall:.1} | {:.2}x | {:.1} | {:.1} | {:.0} | {:.1} | {:.1} | {:.1} | {:.2} | {} |",
+                    "| {q} | {policy} | {wall:.1} | {:.2}x | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.2} | {} |",
                     off / wall,
                     self.median_of(q, &policy, |m| m.ttfb_ms),
                     self.median_of(q, &policy, |m| m.scan_ttfb_ms),
                     self.median_of(q, &policy, |m| m.requests as f64),
+                    self.median_of(q, &policy, |m| m.attempts as f64),
+                    self.median_of(q, &policy, |m| m.throttled as f64),
                     mib(self.median_of(q, &policy, |m| m.bytes_fetched as f64) as u64),
                     mib(self.median_of(q, &policy, |m| m.bytes_wasted as f64) as u64),
                     mib(self.median_of(q, &policy, |m| m.peak_staged_bytes as f64) as u64),
@@ -416,13 +431,17 @@ impl Report {
         let _ = writeln!(
             out,
             "\n| policy | total wall ms | speedup vs off | floor ms | wall / floor | \
-             MiB fetched by scans | MiB copied to be kept | staged > held |"
+             MiB fetched by scans | MiB copied to be kept | attempts | 503s | hedges (won) | \
+             request cost | staged > held |"
         );
-        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(
+            out,
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        );
         for s in self.summaries() {
             let _ = writeln!(
                 out,
-                "| {} | {:.1} | {:.2}x | {:.1} | {:.2} | {:.1} | {:.1} | {} |",
+                "| {} | {:.1} | {:.2}x | {:.1} | {:.2} | {:.1} | {:.1} | {} | {} | {} ({}) | ${:.6} | {} |",
                 s.policy,
                 s.total_wall_ms,
                 s.speedup_vs_off,
@@ -430,9 +449,20 @@ impl Report {
                 s.wall_over_floor,
                 mib(s.scan_bytes_fetched),
                 mib(s.bytes_copied),
+                s.attempts,
+                s.throttled,
+                s.hedges,
+                s.hedges_won,
+                s.cost_usd,
                 s.staged_over_held_violations
             );
         }
+        let _ = writeln!(
+            out,
+            "\nAttempts: every request the store received while the query ran, each \
+             retry after a `503` one of its own; request cost: the attempts at S3 \
+             Standard's $0.0004 per 1,000 GETs."
+        );
         if self.queries().iter().any(|q| self.rows_only(q)) {
             let _ = writeln!(
                 out,

@@ -11,7 +11,7 @@ use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::physical_plan::{ExecutionPlan, execute_stream};
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
-use datafusion_prefetch::{PrefetchStats, prefetch_stats, prefetching_context};
+use datafusion_prefetch::{PrefetchStats, RequestPrice, prefetch_stats, prefetching_context};
 use datafusion_prefetch_ballista::{ObjectStores, ballista_prefetching_context};
 use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig, StoreStats};
 use datafusion_prefetch_testdata::{Numbers, checksum};
@@ -91,6 +91,14 @@ pub struct Measurement {
     /// Requests the store answered `503 SlowDown` (its rate limit per
     /// prefix; retried by the client as object_store retries them).
     pub throttled: u64,
+    /// What the attempts cost at S3 Standard's price for GETs ($0.0004 per
+    /// 1,000), in dollars.
+    pub cost_usd: f64,
+    /// GETs `auto` sent again beside one that had not answered (summed
+    /// over the query's scans; in `requests` and `attempts` too).
+    pub hedges: u64,
+    /// Of those, hedges whose answer was read.
+    pub hedges_won: u64,
     /// Bytes the store served (data, footers and page indexes).
     pub bytes_fetched: u64,
     /// The scans' own count of the data they fetched (`prefetch_bytes_fetched`;
@@ -228,6 +236,9 @@ pub async fn measure(
         requests: store_stats.get_requests(),
         attempts: store_stats.attempts(),
         throttled: store_stats.throttled(),
+        cost_usd: RequestPrice::default().cost_of(store_stats.attempts()),
+        hedges: sources.iter().map(|s| s.requests_hedged()).sum(),
+        hedges_won: sources.iter().map(|s| s.hedges_won()).sum(),
         bytes_fetched: store_stats.bytes_transferred(),
         scan_bytes_fetched: sources.iter().map(|s| s.bytes_fetched()).sum(),
         bytes_used: sources.iter().map(|s| s.bytes_used()).sum(),

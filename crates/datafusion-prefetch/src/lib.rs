@@ -99,7 +99,7 @@ pub use config::{
     AUTO_MAX_FILE_OPEN_DEPTH, ByteSize, ByteSizeError, DEFAULT_HEDGE_SHARE_PERCENT,
     FIXED_POLICY_EAGER_FIRST_READ_CAP, FIXED_POLICY_FILE_OPEN_DEPTH, FIXED_POLICY_WINDOW,
     HedgeAfter, MAX_FILE_OPEN_DEPTH, POOL_SHARE_DIVISOR, PrefetchOptions, PrefetchPolicy,
-    RequestTimeout,
+    RequestPrice, RequestTimeout,
 };
 pub use governor::{DEFAULT_MEMORY_LIMIT, POOL_LIMIT_DIVISOR, PrefetchGovernor};
 pub use late_scans::PrefetchLateScanRule;

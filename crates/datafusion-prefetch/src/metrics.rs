@@ -9,7 +9,9 @@ use datafusion::physical_plan::metrics::{
     Count, ExecutionPlanMetricsSet, Gauge, MetricBuilder, MetricValue, Time,
 };
 
+use crate::RequestPrice;
 use crate::attempts::ScanAttempts;
+use crate::config::dollars;
 use crate::pacing::WindowState;
 use crate::scheduler::{AutoSnapshot, CoreStats};
 
@@ -32,6 +34,7 @@ pub struct PrefetchStats {
     requests_withdrawn: AtomicU64,
     attempts: AtomicU64,
     attempts_throttled: AtomicU64,
+    request_cost_picodollars: AtomicU64,
     bytes_fetched: AtomicU64,
     requests_shared: AtomicU64,
     bytes_shared: AtomicU64,
@@ -121,13 +124,25 @@ impl PrefetchStats {
         self.attempts_throttled.load(Ordering::SeqCst)
     }
 
-    /// One attempt sent, or (`throttled`) one answered `503`.
-    pub(crate) fn attempted(&self, throttled: bool) {
-        let count = match throttled {
-            false => &self.attempts,
-            true => &self.attempts_throttled,
-        };
-        count.fetch_add(1, Ordering::SeqCst);
+    /// What [`Self::attempts`] cost, in dollars, at the
+    /// `prefetch.price_per_1000_requests` of the sessions that ran the
+    /// scans ([`RequestPrice`](crate::RequestPrice), S3 Standard's GETs by
+    /// default): an estimate only in that the store's price is what it is
+    /// told.
+    pub fn request_cost(&self) -> f64 {
+        dollars(self.request_cost_picodollars.load(Ordering::SeqCst))
+    }
+
+    /// One attempt sent, at `picodollars`.
+    pub(crate) fn attempt_sent(&self, picodollars: u64) {
+        self.attempts.fetch_add(1, Ordering::SeqCst);
+        self.request_cost_picodollars
+            .fetch_add(picodollars, Ordering::SeqCst);
+    }
+
+    /// One attempt answered `503`.
+    pub(crate) fn attempt_throttled(&self) {
+        self.attempts_throttled.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Bytes of the data requests issued, on demand and ahead, gaps between
@@ -256,6 +271,7 @@ impl ScanMetrics {
         metrics: &ExecutionPlanMetricsSet,
         stats: Arc<PrefetchStats>,
         auto: bool,
+        price: RequestPrice,
     ) -> Self {
         let counter = |name: &'static str| MetricBuilder::new(metrics).global_counter(name);
         let gauge = |name: &'static str| MetricBuilder::new(metrics).global_gauge(name);
@@ -302,7 +318,7 @@ impl ScanMetrics {
             time_to_first_batch: global_time(metrics, "prefetch_time_to_first_batch"),
             io_wait: global_time(metrics, "prefetch_io_wait"),
             auto,
-            attempts: ScanAttempts::new(metrics, Arc::clone(&stats)),
+            attempts: ScanAttempts::new(metrics, Arc::clone(&stats), price),
             stats,
         }
     }

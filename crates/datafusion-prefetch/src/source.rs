@@ -317,6 +317,7 @@ impl PrefetchingParquetSource {
                 self.inner.metrics(),
                 Arc::clone(&self.stats),
                 policy == PrefetchPolicy::Auto,
+                self.options.price_per_1000_requests(),
             ),
             slicing: self.slicing(),
             pruning: StatisticsPruning::new(

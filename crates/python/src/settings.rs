@@ -28,6 +28,7 @@ pub fn settings(
     eager_first_read_cap: Option<String>,
     hedge_after: Option<String>,
     hedge_share: Option<String>,
+    price_per_1000_requests: Option<String>,
     request_timeout: Option<String>,
 ) -> Settings {
     [
@@ -38,6 +39,7 @@ pub fn settings(
         ("eager_first_read_cap", eager_first_read_cap),
         ("hedge_after", hedge_after),
         ("hedge_share", hedge_share),
+        ("price_per_1000_requests", price_per_1000_requests),
         ("request_timeout", request_timeout),
     ]
     .into_iter()
@@ -80,6 +82,7 @@ impl PrefetchConfig {
         eager_first_read_cap = None,
         hedge_after = None,
         hedge_share = None,
+        price_per_1000_requests = None,
         request_timeout = None,
     ))]
     #[allow(clippy::too_many_arguments)]
@@ -91,6 +94,7 @@ impl PrefetchConfig {
         eager_first_read_cap: Option<String>,
         hedge_after: Option<String>,
         hedge_share: Option<String>,
+        price_per_1000_requests: Option<String>,
         request_timeout: Option<String>,
     ) -> PyResult<Self> {
         let settings = settings(
@@ -101,6 +105,7 @@ impl PrefetchConfig {
             eager_first_read_cap,
             hedge_after,
             hedge_share,
+            price_per_1000_requests,
             request_timeout,
         );
         let options = with_settings(PrefetchOptions::default(), &settings).map_err(to_py)?;

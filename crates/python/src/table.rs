@@ -47,6 +47,7 @@ impl ParquetTable {
         eager_first_read_cap = None,
         hedge_after = None,
         hedge_share = None,
+        price_per_1000_requests = None,
         request_timeout = None,
         file_extension = ".parquet",
         simulate_latency = None,
@@ -63,6 +64,7 @@ impl ParquetTable {
         eager_first_read_cap: Option<String>,
         hedge_after: Option<String>,
         hedge_share: Option<String>,
+        price_per_1000_requests: Option<String>,
         request_timeout: Option<String>,
         file_extension: &str,
         simulate_latency: Option<String>,
@@ -79,6 +81,7 @@ impl ParquetTable {
             eager_first_read_cap,
             hedge_after,
             hedge_share,
+            price_per_1000_requests,
             request_timeout,
         );
         let options = with_settings(PrefetchOptions::default(), &settings).map_err(to_py)?;
@@ -129,8 +132,8 @@ impl ParquetTable {
     /// dict per scan with requests, bytes fetched, fetched ahead, served from
     /// read-ahead, wasted, peak staged, hedged requests and hedges that won,
     /// reads ahead withdrawn by a throttling store's window and sent again,
-    /// attempts the store's client sent (retries and hedges included) and
-    /// the `503`s among them, requests and bytes shared with other scans,
+    /// attempts the store's client sent (retries and hedges included), the
+    /// `503`s among them and what the attempts cost in dollars, requests and bytes shared with other scans,
     /// and tasks still live.
     fn scan_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
@@ -142,6 +145,7 @@ impl ParquetTable {
             stats.set_item("requests_withdrawn", scan.requests_withdrawn())?;
             stats.set_item("attempts", scan.attempts())?;
             stats.set_item("attempts_throttled", scan.attempts_throttled())?;
+            stats.set_item("request_cost", scan.request_cost())?;
             stats.set_item("bytes_fetched", scan.bytes_fetched())?;
             stats.set_item("requests_shared", scan.requests_shared())?;
             stats.set_item("bytes_shared", scan.bytes_shared())?;

@@ -53,7 +53,9 @@ def test_every_policy_matches_register_parquet_over_s3(local_dataset, s3_dataset
     expected = reference(str(local_dataset))
     ctx = SessionContext()
     # Credentials and endpoint from the AWS_* environment .ci/with-s3 sets.
-    table = dp.ParquetTable(s3_dataset, policy=policy, read_ahead_window="1MiB")
+    table = dp.ParquetTable(
+        s3_dataset, policy=policy, read_ahead_window="1MiB", price_per_1000_requests="$0.005"
+    )
     ctx.register_table("t", table)
     assert answers(ctx, "t") == expected
     scans = table.scan_stats()
@@ -61,6 +63,12 @@ def test_every_policy_matches_register_parquet_over_s3(local_dataset, s3_dataset
     if policy != "off":
         # Under `off` the scan is stock DataFusion's, which counts nothing.
         assert sum(scan["bytes_fetched"] for scan in scans) > 0
+        # The S3 client counted what it sent: footers and every request at
+        # least, each at the price given.
+        attempts = sum(scan["attempts"] for scan in scans)
+        assert attempts >= sum(scan["requests"] for scan in scans) > 0
+        cost = sum(scan["request_cost"] for scan in scans)
+        assert cost == pytest.approx(attempts * 0.005 / 1000)
     if policy not in ("off", "auto"):
         # A 1 MiB window over 6 files of 5 row groups each: read-ahead served
         # bytes. Not under `auto`, which reads a loopback server as it reads a
@@ -98,6 +106,7 @@ def test_stats_of_a_scan(local_dataset):
         ({"read_ahead_window": "1GiB", "memory_budget": "64MiB"}, "must not exceed"),
         ({"hedge_after": "soon"}, "hedge_after"),
         ({"hedge_share": "0%"}, "hedge_share"),
+        ({"price_per_1000_requests": "free"}, "price_per_1000_requests"),
         ({"request_timeout": "soon"}, "request_timeout"),
     ],
 )

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder};
 use tokio::task::futures::TaskLocalFuture;
 
-use crate::PrefetchStats;
+use crate::{PrefetchStats, RequestPrice};
 
 #[cfg(feature = "http-attempts")]
 pub use connector::{AttemptCountingConnector, AttemptTotals};
@@ -68,15 +68,25 @@ pub fn record_throttled() -> bool {
 pub(crate) struct ScanAttempts {
     attempts: Count,
     throttled: Count,
+    /// What the attempts cost at `price`, in nanodollars: a count, not a
+    /// custom metric, so that Ballista's executors can report it.
+    cost_nanodollars: Count,
+    price: RequestPrice,
     stats: Arc<PrefetchStats>,
 }
 
 impl ScanAttempts {
-    pub(crate) fn new(metrics: &ExecutionPlanMetricsSet, stats: Arc<PrefetchStats>) -> Self {
+    pub(crate) fn new(
+        metrics: &ExecutionPlanMetricsSet,
+        stats: Arc<PrefetchStats>,
+        price: RequestPrice,
+    ) -> Self {
         let counter = |name: &'static str| MetricBuilder::new(metrics).global_counter(name);
         Self {
             attempts: counter("prefetch_attempts"),
             throttled: counter("prefetch_attempts_throttled"),
+            cost_nanodollars: counter("prefetch_request_cost_nanodollars"),
+            price,
             stats,
         }
     }
@@ -89,13 +99,22 @@ impl ScanAttempts {
 
     /// One attempt sent, or (`throttled`) one answered `503`.
     fn record(&self, throttled: bool) {
-        let count = match throttled {
-            false => &self.attempts,
-            true => &self.throttled,
-        };
-        count.add(1);
-        self.stats.attempted(throttled);
+        if throttled {
+            self.throttled.add(1);
+            self.stats.attempt_throttled();
+        } else {
+            let price = self.price.picodollars_per_request();
+            self.attempts.add(1);
+            self.cost_nanodollars.add(nanodollars(price));
+            self.stats.attempt_sent(price);
+        }
     }
+}
+
+/// `picos` picodollars in whole nanodollars (a price finer than a
+/// nanodollar per request, a millionth of S3's, rounds to the nearest).
+fn nanodollars(picos: u64) -> usize {
+    usize::try_from(picos.saturating_add(500) / 1_000).unwrap_or(usize::MAX)
 }
 
 #[cfg(test)]
@@ -106,8 +125,9 @@ mod tests {
     async fn attempts_count_for_the_scan_whose_read_runs_them() {
         let metrics = ExecutionPlanMetricsSet::new();
         let stats = Arc::new(PrefetchStats::default());
-        let scan = ScanAttempts::new(&metrics, Arc::clone(&stats));
-        let other = ScanAttempts::new(&ExecutionPlanMetricsSet::new(), Arc::default());
+        let price = RequestPrice::default();
+        let scan = ScanAttempts::new(&metrics, Arc::clone(&stats), price);
+        let other = ScanAttempts::new(&ExecutionPlanMetricsSet::new(), Arc::default(), price);
 
         assert!(!record_attempt());
         let counted = scan
@@ -123,6 +143,8 @@ mod tests {
         assert!(counted);
         assert_eq!(stats.attempts(), 3);
         assert_eq!(stats.attempts_throttled(), 1);
+        assert_eq!(stats.request_cost(), price.cost_of(3));
+        assert_eq!(scan.cost_nanodollars.value(), 1_200);
         assert_eq!(scan.attempts.value(), 3);
         assert_eq!(scan.throttled.value(), 1);
         assert_eq!(other.attempts.value(), 1);

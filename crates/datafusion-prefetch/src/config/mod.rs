@@ -5,6 +5,7 @@ mod hedge;
 mod limits;
 mod options;
 mod policy;
+mod price;
 mod timeout;
 
 pub use byte_size::{ByteSize, ByteSizeError};
@@ -17,4 +18,6 @@ pub use options::{
     FIXED_POLICY_FILE_OPEN_DEPTH, FIXED_POLICY_WINDOW, MAX_FILE_OPEN_DEPTH, PrefetchOptions,
 };
 pub use policy::PrefetchPolicy;
+pub use price::RequestPrice;
+pub(crate) use price::dollars;
 pub use timeout::RequestTimeout;

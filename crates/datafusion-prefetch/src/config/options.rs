@@ -10,6 +10,7 @@ use datafusion::common::{DataFusionError, Result};
 use super::byte_size::ByteSize;
 use super::hedge::HedgeAfter;
 use super::policy::PrefetchPolicy;
+use super::price::RequestPrice;
 use super::timeout::RequestTimeout;
 
 /// The `prefetch.*` settings: a DataFusion [`ConfigExtension`] with prefix `prefetch`.
@@ -50,6 +51,7 @@ pub struct PrefetchOptions {
     hedge_share: u8,
     /// `None`: `auto` (see [`PrefetchOptions::memory_limit`]).
     memory_limit: Option<ByteSize>,
+    price_per_1000_requests: RequestPrice,
     /// The runtime's limit, once the session is built on one: what `SHOW`
     /// reports, and why `SET` refuses to change it.
     attached: Option<AttachedLimit>,
@@ -117,6 +119,7 @@ impl Default for PrefetchOptions {
             hedge_after: HedgeAfter::Auto,
             hedge_share: DEFAULT_HEDGE_SHARE_PERCENT,
             memory_limit: None,
+            price_per_1000_requests: RequestPrice::default(),
             attached: None,
         }
     }
@@ -128,7 +131,7 @@ struct Key {
     description: &'static str,
 }
 
-const KEYS: [Key; 9] = [
+const KEYS: [Key; 10] = [
     Key {
         name: "policy",
         description: "Scan policy: auto (adapts to the measured store and decoder), off (stock DataFusion), batched, pipelined or streaming",
@@ -164,6 +167,10 @@ const KEYS: [Key; 9] = [
     Key {
         name: "memory_limit",
         description: "Bytes all prefetching scans of every session on this runtime may hold together (staged pieces, requests in flight, buffers still in use), or auto: a quarter of the memory pool's limit when it has one, else 1GiB. Set when the context is built; SHOW gives the runtime's limit",
+    },
+    Key {
+        name: "price_per_1000_requests",
+        description: "What the store charges per 1,000 requests, in dollars (default $0.0004, S3 Standard's GETs): the price a scan's prefetch_request_cost_nanodollars is estimated at, each attempt, retry and hedge counted",
     },
 ];
 
@@ -240,6 +247,19 @@ impl PrefetchOptions {
     /// default) keeps the runtime's (see [`crate::PrefetchGovernor`]).
     pub fn memory_limit(&self) -> Option<ByteSize> {
         self.memory_limit
+    }
+
+    /// What the store charges per 1,000 requests: the price a scan's
+    /// `prefetch_request_cost_nanodollars` (and [`PrefetchStats::request_cost`](crate::PrefetchStats::request_cost))
+    /// is estimated at; [`RequestPrice::S3_STANDARD_GET`] unless set.
+    pub fn price_per_1000_requests(&self) -> RequestPrice {
+        self.price_per_1000_requests
+    }
+
+    /// Builder-style setter for the price per 1,000 requests.
+    pub fn with_price_per_1000_requests(mut self, price: RequestPrice) -> Self {
+        self.price_per_1000_requests = price;
+        self
     }
 
     /// Report `source`'s limit from now on, and refuse to change it with
@@ -324,6 +344,13 @@ impl PrefetchOptions {
                     self.value_of(key)
                 )));
             }
+            "price_per_1000_requests" => {
+                next.price_per_1000_requests = value.parse().map_err(|e| {
+                    config_error(format!(
+                        "invalid value for prefetch.price_per_1000_requests: {e}"
+                    ))
+                })?;
+            }
             "memory_limit" if value.eq_ignore_ascii_case(AUTO) => next.memory_limit = None,
             "memory_limit" => next.memory_limit = Some(parse_nonzero_size(key, value)?),
             _ => {
@@ -398,12 +425,13 @@ impl PrefetchOptions {
 
     /// The settings a scan runs with, as its `EXPLAIN` line shows them:
     /// `auto(read_ahead_window=auto, memory_budget=256MiB, …)` (every key
-    /// but the process-wide `memory_limit`).
+    /// but the process-wide `memory_limit` and the price, which changes
+    /// what is reported, not what is read).
     pub(crate) fn scan_settings(&self) -> String {
         let settings: Vec<String> = KEYS
             .iter()
             .map(|key| key.name)
-            .filter(|name| !matches!(*name, "policy" | "memory_limit"))
+            .filter(|name| !matches!(*name, "policy" | "memory_limit" | "price_per_1000_requests"))
             .map(|name| format!("{name}={}", self.value_of(name)))
             .collect();
         format!("{}({})", self.policy, settings.join(", "))
@@ -425,6 +453,7 @@ impl PrefetchOptions {
             "request_timeout" => self.request_timeout.to_string(),
             "hedge_after" => self.hedge_after.to_string(),
             "hedge_share" => format!("{}%", self.hedge_share),
+            "price_per_1000_requests" => self.price_per_1000_requests.to_string(),
             "memory_limit" => match (&self.attached, self.memory_limit) {
                 (Some(AttachedLimit(source)), _) => source.limit().to_string(),
                 (None, Some(limit)) => limit.to_string(),

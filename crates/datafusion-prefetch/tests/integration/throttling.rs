@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use datafusion_prefetch_simstore::RequestRateLimit;
 
-use datafusion_prefetch::prefetch_stats;
+use datafusion_prefetch::{RequestPrice, prefetch_stats};
 
 use crate::support::{Fixture, FixtureOptions, fixture, metric, parquet_file, settle, sql_text};
 
@@ -115,6 +115,12 @@ async fn the_scans_count_every_attempt_the_store_answered() {
             attempts > requests,
             "{settings:?}: retries are attempts too"
         );
+        let cost: f64 = scans.iter().map(|s| s.request_cost()).sum();
+        let priced = RequestPrice::default().cost_of(attempts);
+        assert!(
+            (cost - priced).abs() < 1e-12,
+            "{settings:?}: {cost} != {priced}"
+        );
     }
 }
 
@@ -123,8 +129,17 @@ async fn explain_analyze_shows_the_attempts_and_the_503s() {
     let fx = throttling_store().await;
     fx.set("policy", "pipelined").await;
     fx.set("file_open_depth", "64").await;
+    fx.set("price_per_1000_requests", "$5").await;
     let text = sql_text(&fx.ctx, &format!("EXPLAIN ANALYZE {SQL}")).await;
     let attempts = metric(&text, "prefetch_attempts");
+    // $5 per 1,000 attempts: half a cent, 5,000,000 nanodollars, each
+    // (both shown rounded to three digits).
+    let cost = metric(&text, "prefetch_request_cost_nanodollars");
+    let priced = attempts as f64 * 5e6;
+    assert!(
+        (cost as f64 - priced).abs() <= priced * 0.01,
+        "{cost}: {text}"
+    );
     let throttled = metric(&text, "prefetch_attempts_throttled");
     assert!(throttled > 0, "{text}");
     // Shown rounded (`1.03 K`): the exact counts are the test above's.
