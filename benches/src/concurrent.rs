@@ -145,7 +145,9 @@ async fn context(suite: &Suite, policy: &str, config: &ConcurrentConfig) -> Resu
         .build();
     let ctx = SessionContext::new_with_state(enable_prefetch(state));
     let files = crate::run::preload(&suite.data_dir).await?;
-    let store: Arc<dyn ObjectStore> = Arc::new(SimulatedStore::new(files, config.store));
+    let store =
+        SimulatedStore::new(files, config.store).with_attempt_observer(crate::run::tell_scans);
+    let store: Arc<dyn ObjectStore> = Arc::new(store);
     ctx.register_object_store(&Url::parse("sim://bench").expect("valid url"), store);
     for table in &suite.tables {
         ctx.register_parquet(

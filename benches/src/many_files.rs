@@ -174,7 +174,8 @@ async fn measure(
 ) -> Result<Run> {
     let session = SessionConfig::new().with_target_partitions(config.partitions);
     let ctx = prefetching_context(session);
-    let store = SimulatedStore::new(LocalFileSystem::new_with_prefix(dir)?, config.store);
+    let store = SimulatedStore::new(LocalFileSystem::new_with_prefix(dir)?, config.store)
+        .with_attempt_observer(crate::run::tell_scans);
     let stats = store.stats();
     let store: Arc<dyn ObjectStore> = Arc::new(store);
     ctx.register_object_store(&Url::parse("sim://bench").expect("valid url"), store);

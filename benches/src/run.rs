@@ -11,9 +11,10 @@ use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::physical_plan::{ExecutionPlan, execute_stream};
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use datafusion_prefetch::attempts::{record_attempt, record_throttled};
 use datafusion_prefetch::{PrefetchStats, RequestPrice, prefetch_stats, prefetching_context};
 use datafusion_prefetch_ballista::{ObjectStores, ballista_prefetching_context};
-use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig, StoreStats};
+use datafusion_prefetch_simstore::{Attempt, SimulatedStore, SimulatedStoreConfig, StoreStats};
 use datafusion_prefetch_testdata::{Numbers, checksum};
 use futures::StreamExt;
 use object_store::local::LocalFileSystem;
@@ -66,6 +67,16 @@ pub async fn preload(dir: &Path) -> Result<Arc<InMemory>> {
         }
     }
     Ok(Arc::new(memory))
+}
+
+/// A simulated store's attempt told to the scan whose read made it, as
+/// `AttemptCountingConnector` tells a real store's: counted in its metrics,
+/// and a `503` heard by `auto`'s window at once.
+pub fn tell_scans(attempt: Attempt) {
+    match attempt {
+        Attempt::Sent => record_attempt(),
+        Attempt::Throttled => record_throttled(),
+    };
 }
 
 /// What one run measured.
@@ -145,7 +156,7 @@ async fn plan(suite: &Suite, query: &Query, policy: &str, config: &RunConfig) ->
         Some(memory) => Arc::clone(memory) as Arc<dyn ObjectStore>,
         None => Arc::new(LocalFileSystem::new_with_prefix(&suite.data_dir)?),
     };
-    let store = SimulatedStore::new(files, config.store);
+    let store = SimulatedStore::new(files, config.store).with_attempt_observer(tell_scans);
     let store_stats = store.stats();
     let store: Arc<dyn ObjectStore> = Arc::new(store);
     let ctx = match &config.ballista {

@@ -16,6 +16,11 @@
 //!
 //! Attempts made outside a scan's reads (listing and reading footers while
 //! a table is planned or registered) count for no scan.
+//!
+//! Under `auto`, a `503` reported while a paced request is being sent also
+//! tells the store's window of requests in flight at once (planning's
+//! footer reads included), rather than when the client's retry answers
+//! late: see the configuration reference, *Requests in flight*.
 
 #[cfg(feature = "http-attempts")]
 mod connector;
@@ -59,6 +64,8 @@ pub fn record_attempt() -> bool {
 /// Azure's `ServerBusy`) or `429` (GCS) — for the scan whose read is
 /// running in the current task (see [`record_attempt`]).
 pub fn record_throttled() -> bool {
+    // `auto`'s window for the store hears of it at once, scan or not.
+    crate::pacing::refused_now();
     SCAN.try_with(|scan| scan.record(true)).is_ok()
 }
 

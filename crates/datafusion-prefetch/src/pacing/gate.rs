@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
+use tokio::task::futures::TaskLocalFuture;
 
 use super::outcome::Outcome;
 use super::window::{RequestWindow, Ticket};
@@ -69,9 +70,10 @@ impl RequestGate {
         loop {
             let mut permit = self.send().await;
             let at = Instant::now();
+            let sending = permit.sending(request());
             let answered = tokio::select! {
                 biased;
-                answer = request() => Some(answer),
+                answer = sending => Some(answer),
                 () = permit.withdrawn() => None,
             };
             match answered {
@@ -133,6 +135,32 @@ impl RequestGate {
         }
         throttled
     }
+
+    /// The request numbered `seq` was answered `503` (see
+    /// [`RequestWindow::refused`]): it may be withdrawn now, if a cut asks
+    /// for withdrawals (this one's, or an earlier one's).
+    fn refused(&self, seq: u64) {
+        let withdrawing = {
+            let mut window = self.window.lock();
+            window.refused(seq);
+            window.withdrawing()
+        };
+        if withdrawing {
+            self.withdrawing.notify_waiters();
+        }
+    }
+}
+
+tokio::task_local! {
+    /// The paced request whose sending runs in the current task.
+    static SENDING: (Arc<RequestGate>, u64);
+}
+
+/// The store's client answered the request being sent in the current task
+/// `503` and will retry it: its window hears of it now (nothing happens
+/// outside a paced request). Called by [`crate::attempts::record_throttled`].
+pub(crate) fn refused_now() {
+    let _ = SENDING.try_with(|(gate, seq)| gate.refused(*seq));
 }
 
 /// A request sent through a [`RequestGate`], answered.
@@ -168,6 +196,16 @@ pub(crate) struct Permit {
 }
 
 impl Permit {
+    /// `request`, sent under this permit: a `503` its client reports while
+    /// it runs is told to the window at once ([`refused_now`]).
+    pub(crate) fn sending<F: Future>(
+        &self,
+        request: F,
+    ) -> TaskLocalFuture<(Arc<RequestGate>, u64), F> {
+        let seq = self.ticket.as_ref().map_or(u64::MAX, Ticket::seq);
+        SENDING.scope((Arc::clone(&self.gate), seq), request)
+    }
+
     /// The request ended so. Returns whether it answered slowly while the
     /// store throttles (see [`RequestWindow::ended`]).
     pub(crate) fn ended(mut self, outcome: Outcome) -> bool {
@@ -283,6 +321,54 @@ mod tests {
             "each withdrawn read sent again"
         );
         assert_eq!(gate.state().in_flight, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn refusals_reported_while_reads_run_cut_at_once_and_withdraw_them() {
+        let gate = Arc::new(RequestGate::new(64));
+        let sends = Arc::new(AtomicUsize::new(0));
+        // Twenty reads ahead; the first eight sendings are refused by the
+        // store 10 ms in (their client then waits out a backoff), the rest
+        // and every sending after them answer after 50 ms.
+        let reads: Vec<_> = (0..20)
+            .map(|_| {
+                let (gate, sends) = (Arc::clone(&gate), Arc::clone(&sends));
+                tokio::spawn(async move {
+                    let sent = gate
+                        .read_ahead(|| {
+                            let refused = sends.fetch_add(1, Ordering::SeqCst) < 8;
+                            async move {
+                                if refused {
+                                    tokio::time::sleep(Duration::from_millis(10)).await;
+                                    refused_now();
+                                    tokio::time::sleep(Duration::from_millis(200)).await;
+                                }
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                            }
+                        })
+                        .await;
+                    sent.permit
+                        .ended(Outcome::Answered(Duration::from_millis(50)));
+                    sent.withdrawn
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // Cut at the fourth refusal, from the 20 in flight to 10; only the
+        // refused reads are withdrawn (the others are on admitted attempts).
+        let state = gate.state();
+        assert_eq!((state.cuts, state.limit, state.withdrawn), (1, 10, 8));
+        assert_eq!(state.in_flight, 12);
+        let mut withdrawn = 0;
+        for read in reads {
+            withdrawn += read.await.unwrap();
+        }
+        assert_eq!(withdrawn, 8);
+        assert_eq!(sends.load(Ordering::SeqCst), 28);
+        assert_eq!(gate.state().in_flight, 0);
+        // Outside a paced request, a refusal tells no window.
+        refused_now();
+        assert_eq!(gate.state().cuts, 1);
     }
 
     #[tokio::test(start_paused = true)]

@@ -24,7 +24,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub(crate) use gate::{Permit, RequestGate, Sent, WindowState};
+pub(crate) use gate::{Permit, RequestGate, Sent, WindowState, refused_now};
 pub(crate) use outcome::Outcome;
 pub(crate) use paced_store::PacedStore;
 pub(crate) use stores::GatesByStore;
@@ -59,10 +59,11 @@ impl Pacing {
         if demand {
             let permit = self.gate.send_anyway();
             let at = Instant::now();
+            let answer = permit.sending(request()).await;
             Sent {
                 permit,
                 at,
-                answer: request().await,
+                answer,
                 withdrawn: 0,
             }
         } else {

@@ -18,6 +18,12 @@
 //! Answers to requests sent before a cut say nothing about the window after
 //! it and are not counted as evidence.
 //!
+//! Where the store's client reports each `503` as it comes (the attempt
+//! counting of [`crate::attempts`]), a request refused is evidence at once,
+//! a round trip after it was sent, rather than when its retry answers late:
+//! in a slow start the window would otherwise double several times over
+//! during the client's backoff. Each request counts once, refused or slow.
+//!
 //! A cut also withdraws the reads ahead in flight beyond the new window
 //! that have not answered yet: a throttled request stays in flight through
 //! the client's retries, each one more request the store refuses, so the
@@ -26,7 +32,7 @@
 //! waiting out a backoff costs the store nothing to drop) and send them
 //! again when the window has room.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
 
 use super::outcome::Outcome;
@@ -60,6 +66,13 @@ pub(crate) const CALM_AFTER: u32 = 32;
 pub(crate) struct Ticket {
     seq: u64,
     kind: Kind,
+}
+
+impl Ticket {
+    /// The request's number, for [`RequestWindow::refused`].
+    pub(super) fn seq(&self) -> u64 {
+        self.seq
+    }
 }
 
 /// What a request is to the window.
@@ -96,6 +109,11 @@ pub(crate) struct RequestWindow {
     withdrawals: u32,
     /// Reads ahead withdrawn.
     withdrawn: u64,
+    /// Requests in flight the store refused: counted as evidence already
+    /// (if sent since the last cut), and withdrawable.
+    refused: HashSet<u64>,
+    /// Whether the store's client reports refusals ([`Self::refused`]).
+    hears_refusals: bool,
 }
 
 impl RequestWindow {
@@ -116,6 +134,8 @@ impl RequestWindow {
             clean_since_cut: 0,
             withdrawals: 0,
             withdrawn: 0,
+            refused: HashSet::new(),
+            hears_refusals: false,
         }
     }
 
@@ -182,19 +202,23 @@ impl RequestWindow {
     }
 
     /// Withdraw the request of `ticket` if the last cut asks for one more
-    /// withdrawal and it is a read ahead: it then ends with no evidence,
-    /// and its holder drops it and sends it again once there is room.
-    /// Otherwise the ticket is handed back.
+    /// withdrawal and it is a read ahead — one the store refused, where the
+    /// client reports refusals (any other may be on its admitted attempt,
+    /// which dropping would waste): it then ends with no evidence, and its
+    /// holder drops it and sends it again once there is room. Otherwise the
+    /// ticket is handed back.
     pub(crate) fn try_withdraw(&mut self, ticket: Ticket) -> Result<(), Ticket> {
         self.withdrawals = self
             .withdrawals
             .min(self.in_flight.saturating_sub(self.limit()));
-        if ticket.kind != Kind::ReadAhead || self.withdrawals == 0 {
+        let waiting_out_a_refusal = !self.hears_refusals || self.refused.contains(&ticket.seq);
+        if ticket.kind != Kind::ReadAhead || self.withdrawals == 0 || !waiting_out_a_refusal {
             return Err(ticket);
         }
         self.withdrawals -= 1;
         self.withdrawn += 1;
         self.in_flight -= 1;
+        self.refused.remove(&ticket.seq);
         Ok(())
     }
 
@@ -203,12 +227,23 @@ impl RequestWindow {
         self.withdrawals > 0
     }
 
+    /// The request numbered `seq`, in flight, was answered `503` (its
+    /// client retries it): slow evidence now, once per request, unless it
+    /// was sent before the last cut; and a read ahead a cut may withdraw.
+    pub(crate) fn refused(&mut self, seq: u64) {
+        self.hears_refusals = true;
+        if seq < self.next_seq && self.refused.insert(seq) && seq >= self.evidence_from {
+            self.evidence(true);
+        }
+    }
+
     /// A request ended. Returns whether it answered slowly while the store
     /// throttles: then its time is the client's retries, not the store's
     /// round trip, and says nothing to `auto`'s tuner.
     pub(crate) fn ended(&mut self, ticket: Ticket, outcome: Outcome) -> bool {
         self.in_flight -= 1;
         self.hedges_in_flight -= u32::from(ticket.kind == Kind::Hedge);
+        let refused = self.refused.remove(&ticket.seq);
         let slow = match outcome {
             Outcome::Answered(first_byte) => {
                 let slow = self
@@ -228,9 +263,17 @@ impl RequestWindow {
             }
             Outcome::NoAnswer => return false,
         };
-        if ticket.seq < self.evidence_from {
-            return slow && self.throttled();
+        // Counted when it was refused (a cut since then left it out).
+        if refused || ticket.seq < self.evidence_from {
+            return refused || (slow && self.throttled());
         }
+        self.evidence(slow);
+        slow && self.throttled()
+    }
+
+    /// One more answer of evidence: a slow one may cut the window, a clean
+    /// one grows it.
+    fn evidence(&mut self, slow: bool) {
         if self.evidence.len() == EVIDENCE {
             self.evidence.pop_front();
         }
@@ -248,7 +291,6 @@ impl RequestWindow {
             self.limit = (self.limit + growth).min(f64::from(self.max));
             self.clean_since_cut = self.clean_since_cut.saturating_add(1);
         }
-        slow && self.throttled()
     }
 
     /// Halves what was in flight (not a limit far above it, which a cut

@@ -264,3 +264,77 @@ fn reads_a_decoder_waits_on_and_hedges_are_never_withdrawn() {
         .count();
     assert_eq!(withdrawn, 3, "only reads ahead, as many as there are");
 }
+
+#[test]
+fn refusals_reported_as_they_come_cut_the_slow_start_before_it_doubles_again() {
+    // The first wave of 32, not yet answered: four of them refused.
+    let mut window = RequestWindow::new(1024);
+    let mut flying = send(&mut window, INITIAL_WINDOW as usize);
+    for (i, ticket) in flying.iter().take(CUT_AFTER).enumerate() {
+        assert_eq!(window.cuts(), 0, "cut after {i} refusals");
+        window.refused(ticket.seq());
+    }
+    // Cut from the 32 in flight, before any answer could double it.
+    assert_eq!((window.cuts(), window.limit()), (1, 16));
+    assert!(window.throttled());
+    // Refused again by the client's retries, or answered late: each
+    // request counted once, and not against the window after the cut.
+    let refused: Vec<Ticket> = flying.drain(..CUT_AFTER).collect();
+    for ticket in &refused {
+        window.refused(ticket.seq());
+    }
+    for ticket in refused {
+        assert!(
+            window.ended(ticket, Outcome::Answered(ms(600))),
+            "its time is the retries'"
+        );
+    }
+    assert_eq!(window.cuts(), 1);
+}
+
+#[test]
+fn a_refusal_counts_once_whether_reported_or_answered_slowly() {
+    let mut window = opened(256);
+    let mut flying = send(&mut window, 40);
+    // Three requests refused as they come, then answered late: three
+    // pieces of evidence, one short of a cut.
+    for _ in 0..CUT_AFTER - 1 {
+        let ticket = flying.pop().unwrap();
+        window.refused(ticket.seq());
+        window.refused(ticket.seq());
+        window.ended(ticket, Outcome::Answered(ms(30) + SLOW_BY));
+    }
+    assert_eq!(window.cuts(), 0);
+    // A fourth, answered slowly without being reported: the cut.
+    window.ended(flying.pop().unwrap(), Outcome::Answered(ms(30) + SLOW_BY));
+    assert_eq!(window.cuts(), 1);
+    // Refusals of requests sent before the cut, or no longer in flight,
+    // are no evidence.
+    for ticket in flying.drain(..CUT_AFTER) {
+        window.refused(ticket.seq());
+        window.ended(ticket, Outcome::NoAnswer);
+    }
+    window.refused(u64::MAX);
+    assert_eq!(window.cuts(), 1);
+}
+
+#[test]
+fn where_refusals_are_reported_a_cut_withdraws_only_refused_reads_ahead() {
+    let mut window = opened(256);
+    let flying = send(&mut window, 40);
+    // Four of the 40 in flight refused: a cut to 20 ...
+    for ticket in &flying[..CUT_AFTER] {
+        window.refused(ticket.seq());
+    }
+    assert_eq!((window.cuts(), window.limit()), (1, 20));
+    // ... that withdraws only the refused ones (waiting out a backoff):
+    // the others may be on an admitted attempt.
+    let mut kept = 0;
+    for ticket in flying {
+        if window.try_withdraw(ticket).is_err() {
+            kept += 1;
+        }
+    }
+    assert_eq!((window.withdrawn(), kept), (CUT_AFTER as u64, 36));
+    assert!(window.withdrawing(), "16 more to withdraw, once refused");
+}
