@@ -104,6 +104,8 @@ pub(crate) struct ScanDriver {
     pub(super) profiles: Option<(Arc<StoreProfiles>, String)>,
     pub(super) started: Instant,
     first_batch_seen: AtomicBool,
+    /// The store's throttled spell as last told to the core.
+    store_throttled: AtomicBool,
     pub(super) this: Weak<ScanDriver>,
 }
 
@@ -153,6 +155,7 @@ impl ScanDriver {
             profiles: parts.profiles,
             started: Instant::now(),
             first_batch_seen: AtomicBool::default(),
+            store_throttled: AtomicBool::default(),
             this: this.clone(),
         }
     }
@@ -212,6 +215,14 @@ impl ScanDriver {
     pub(super) fn apply(&self, events: impl IntoIterator<Item = Event>) -> Option<Served> {
         let mut core = self.core.lock();
         let mut pending: VecDeque<Refusable> = events.into_iter().map(|event| (event, 0)).collect();
+        // The store's throttled spell as the window last said, told first
+        // when it changed (the core decides nothing on the window itself).
+        if let Some(pacing) = &self.pacing {
+            let throttled = pacing.window().throttled;
+            if self.store_throttled.swap(throttled, Ordering::Relaxed) != throttled {
+                pending.push_front((Event::StoreThrottled { throttled }, 0));
+            }
+        }
         let mut served = None;
         while let Some((event, _)) = pending.pop_front() {
             let actions = core.handle(event);

@@ -112,6 +112,7 @@ impl RequestGate {
             hedges_in_flight: window.hedges_in_flight(),
             cuts: window.cuts(),
             withdrawn: window.withdrawn(),
+            throttled: window.throttled(),
         }
     }
 
@@ -185,6 +186,8 @@ pub(crate) struct WindowState {
     pub cuts: u64,
     /// Reads ahead withdrawn by cuts.
     pub withdrawn: u64,
+    /// Whether the store throttled recently (see [`RequestWindow::throttled`]).
+    pub throttled: bool,
 }
 
 /// A request in flight through a [`RequestGate`]. Dropped without

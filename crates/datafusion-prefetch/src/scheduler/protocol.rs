@@ -202,6 +202,13 @@ pub(crate) enum Event {
         /// Their measurements.
         measured: AutoTuner,
     },
+    /// `auto`: whether its store's window of requests in flight is in a
+    /// throttled spell (from a cut until enough clean answers): requests,
+    /// not bytes, are then what is scarce, so none is split.
+    StoreThrottled {
+        /// The spell began (`true`) or ended.
+        throttled: bool,
+    },
     /// The scan is over or was dropped: release everything.
     ScanEnded,
 }

@@ -206,6 +206,10 @@ impl ScanCore {
                 self.on_store_measured(&measured);
                 vec![]
             }
+            Event::StoreThrottled { throttled } => {
+                self.on_store_throttled(throttled);
+                vec![]
+            }
             Event::ScanEnded => self.on_scan_ended(),
         }
     }

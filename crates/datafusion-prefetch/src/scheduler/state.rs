@@ -404,6 +404,8 @@ pub(super) struct AutoState {
     pub locality: Locality,
     /// The store probe went unanswered for longer than a local store takes.
     pub slow_probe: bool,
+    /// The store's window is in a throttled spell ([`Event::StoreThrottled`](super::Event::StoreThrottled)).
+    pub store_throttled: bool,
 }
 
 impl AutoState {

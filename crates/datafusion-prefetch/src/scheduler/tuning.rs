@@ -71,6 +71,12 @@ impl ScanCore {
     /// have measured of the store since this one was created (the scans of
     /// one query are all created before any of them reads), so it needs no
     /// probe of its own.
+    pub(super) fn on_store_throttled(&mut self, throttled: bool) {
+        if let Some(auto) = self.auto.as_mut() {
+            auto.store_throttled = throttled;
+        }
+    }
+
     pub(super) fn on_store_measured(&mut self, measured: &AutoTuner) {
         if let Some(auto) = self.auto.as_mut() {
             auto.tuner.adopt_store_measurements(measured);
@@ -212,10 +218,15 @@ impl ScanCore {
     }
 
     /// `auto`'s store requests for `ranges`: merged and split by the
-    /// measured round trip and bandwidth; `None` for other policies.
+    /// measured round trip and bandwidth (never split while the store
+    /// throttles: each piece would be one more request it refuses);
+    /// `None` for other policies.
     pub(super) fn request_plan(&mut self, ranges: &[Range<u64>]) -> Option<RequestPlan> {
-        let tuner = &self.auto.as_ref()?.tuner;
-        let plan = plan_requests(ranges, tuner.merge_gap(), |len| tuner.split_bytes(len));
+        let auto = self.auto.as_ref()?;
+        let (tuner, whole) = (&auto.tuner, auto.store_throttled);
+        let plan = plan_requests(ranges, tuner.merge_gap(), |len| {
+            if whole { None } else { tuner.split_bytes(len) }
+        });
         self.stats.requests_merged += plan.merged;
         self.stats.requests_split += plan.split;
         Some(plan)

@@ -135,6 +135,30 @@ fn auto_merges_and_splits_requests_by_what_it_measured() {
 }
 
 #[test]
+fn auto_splits_nothing_while_its_store_throttles() {
+    let mut core = auto_core(1, 64 * MIB, None);
+    for bytes in [4096, 8 * MIB, 4096, 16 * MIB] {
+        let took = Duration::from_millis(40)
+            + Duration::from_secs_f64(bytes as f64 / (100.0 * MIB as f64));
+        core.observe_request(bytes, took);
+    }
+    let ranges = [0..MIB, 6 * MIB..54 * MIB];
+    assert!(
+        core.handle(Event::StoreThrottled { throttled: true })
+            .is_empty()
+    );
+    let whole = core.request_plan(&ranges).unwrap();
+    assert_eq!(whole.requests, [0..MIB, 6 * MIB..54 * MIB]);
+    assert_eq!(whole.split, 0);
+    // The spell over, the 48 MiB span is split again.
+    assert!(
+        core.handle(Event::StoreThrottled { throttled: false })
+            .is_empty()
+    );
+    assert!(core.request_plan(&ranges).unwrap().split >= 2);
+}
+
+#[test]
 fn auto_splits_a_column_read_only_when_one_connection_would_take_longer_than_a_round_trip() {
     // Column chunks 2 MiB apart (beyond any merge gap), as a row group of a
     // wide table reads them: each is one request unless its transfer on one
