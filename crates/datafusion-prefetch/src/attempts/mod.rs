@@ -1,5 +1,5 @@
-//! What the wire saw of a scan's requests: every attempt its store answered,
-//! the client's retries and every hedge included, and the `503`s among them.
+//! What the wire saw of a scan's requests: every attempt sent for it, the
+//! client's retries and every hedge included, and the `503`s among them.
 //!
 //! A scan counts its requests as it sends them, but not what the store's
 //! client makes of them: object_store's HTTP client retries a `503 SlowDown`
