@@ -96,10 +96,15 @@ impl RequestGate {
         self.permit(ticket)
     }
 
-    /// A hedge, if the window allows one now (see
+    /// A hedge of the request being sent in the current task (if it is
+    /// this gate's), if the window allows one now (see
     /// [`RequestWindow::try_hedge`]).
     pub(crate) fn try_hedge(self: &Arc<Self>, share: f64) -> Option<Permit> {
-        let ticket = self.window.lock().try_hedge(share)?;
+        let of = SENDING
+            .try_with(|(gate, seq)| Arc::ptr_eq(gate, self).then_some(*seq))
+            .ok()
+            .flatten();
+        let ticket = self.window.lock().try_hedge(share, of)?;
         Some(self.permit(ticket))
     }
 
@@ -252,6 +257,7 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
+    use super::super::window::CALM_AFTER;
     use super::*;
 
     #[tokio::test(start_paused = true)]
@@ -372,6 +378,25 @@ mod tests {
         // Outside a paced request, a refusal tells no window.
         refused_now();
         assert_eq!(gate.state().cuts, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hedge_is_not_sent_beside_a_request_its_store_refused() {
+        let gate = Arc::new(RequestGate::new(64));
+        let refused = gate.send().await;
+        let answering = gate.send().await;
+        refused.sending(async { refused_now() }).await;
+        assert!(gate.state().throttled, "a refusal starts a throttled spell");
+        for _ in 0..CALM_AFTER {
+            gate.send_anyway()
+                .ended(Outcome::Answered(Duration::from_millis(30)));
+        }
+        assert!(!gate.state().throttled);
+        // The request being sent is the one a hedge would be beside.
+        let beside_refused = refused.sending(async { gate.try_hedge(1.0) }).await;
+        assert!(beside_refused.is_none(), "its client's retry is coming");
+        let beside_answering = answering.sending(async { gate.try_hedge(1.0) }).await;
+        assert!(beside_answering.is_some());
     }
 
     #[tokio::test(start_paused = true)]

@@ -18,6 +18,16 @@
 //! Answers to requests sent before a cut say nothing about the window after
 //! it and are not counted as evidence.
 //!
+//! From a cut, or a refusal heard, until [`CALM_AFTER`] clean answers the
+//! store is *throttled*: no hedge is sent, since at a store that
+//! refuses requests a hedge spends what the store is short of (a hedge
+//! admitted beside a request the store also admits costs a second request
+//! of the store's rate, and the wall time of whatever waits behind it). A
+//! store at its rate refuses now and then without ever refusing enough at
+//! once for a cut, so a refusal alone starts a spell. Nor is a request the
+//! store refused ever hedged: it is slow because its client waits out a
+//! backoff before a retry the store will count.
+//!
 //! Where the store's client reports each `503` as it comes (the attempt
 //! counting of [`crate::attempts`]), a request refused is evidence at once,
 //! a round trip after it was sent, rather than when its retry answers late:
@@ -57,7 +67,7 @@ pub(crate) const CUT_AFTER: usize = 4;
 /// First-byte times kept to tell the store's quick answers.
 const LATENCIES: usize = 32;
 
-/// Clean answers after a cut before hedging resumes.
+/// Clean answers after a cut or a refusal before hedging resumes.
 pub(crate) const CALM_AFTER: u32 = 32;
 
 /// A request the window let out; hand it back with its [`Outcome`].
@@ -103,7 +113,8 @@ pub(crate) struct RequestWindow {
     evidence: VecDeque<bool>,
     latencies: VecDeque<Duration>,
     cuts: u64,
-    clean_since_cut: u32,
+    /// Clean answers since the last cut or refusal; `None` before either.
+    clean_since_throttling: Option<u32>,
     /// Reads ahead in flight the last cut asks to withdraw, still to be
     /// claimed by their holders.
     withdrawals: u32,
@@ -131,7 +142,7 @@ impl RequestWindow {
             evidence: VecDeque::with_capacity(EVIDENCE),
             latencies: VecDeque::with_capacity(LATENCIES),
             cuts: 0,
-            clean_since_cut: 0,
+            clean_since_throttling: None,
             withdrawals: 0,
             withdrawn: 0,
             refused: HashSet::new(),
@@ -165,10 +176,11 @@ impl RequestWindow {
         self.withdrawn
     }
 
-    /// Whether the store throttled recently: from a cut until
+    /// Whether the store throttled recently: from a cut or a refusal until
     /// [`CALM_AFTER`] clean answers. No hedges are sent meanwhile.
     pub(crate) fn throttled(&self) -> bool {
-        self.cuts > 0 && self.clean_since_cut < CALM_AFTER
+        self.clean_since_throttling
+            .is_some_and(|clean| clean < CALM_AFTER)
     }
 
     /// A request, if the window has room for it.
@@ -182,15 +194,17 @@ impl RequestWindow {
         self.send(Kind::Demand)
     }
 
-    /// A hedge of a request in flight, if the window has room, the store
-    /// has not throttled recently, and hedges would stay within `share` of
-    /// the other requests in flight (one hedge is always allowed).
-    pub(crate) fn try_hedge(&mut self, share: f64) -> Option<Ticket> {
+    /// A hedge of a request in flight (numbered `of`, where known), if the
+    /// window has room, the store has not throttled recently, the store did
+    /// not refuse that request, and hedges would stay within `share` of the
+    /// other requests in flight (one hedge is always allowed).
+    pub(crate) fn try_hedge(&mut self, share: f64, of: Option<u64>) -> Option<Ticket> {
         let requests = self.in_flight - self.hedges_in_flight;
         // Truncation intended: whole hedges.
         let cap = ((share * f64::from(requests)) as u32).max(1);
         let room = self.in_flight < self.limit() && self.hedges_in_flight < cap;
-        (room && !self.throttled()).then(|| self.send(Kind::Hedge))
+        let refused = of.is_some_and(|seq| self.refused.contains(&seq));
+        (room && !self.throttled() && !refused).then(|| self.send(Kind::Hedge))
     }
 
     fn send(&mut self, kind: Kind) -> Ticket {
@@ -229,10 +243,15 @@ impl RequestWindow {
 
     /// The request numbered `seq`, in flight, was answered `503` (its
     /// client retries it): slow evidence now, once per request, unless it
-    /// was sent before the last cut; and a read ahead a cut may withdraw.
+    /// was sent before the last cut; a read ahead a cut may withdraw, and
+    /// not to be hedged; and the store is throttled again.
     pub(crate) fn refused(&mut self, seq: u64) {
         self.hears_refusals = true;
-        if seq < self.next_seq && self.refused.insert(seq) && seq >= self.evidence_from {
+        if seq >= self.next_seq {
+            return;
+        }
+        self.clean_since_throttling = Some(0);
+        if self.refused.insert(seq) && seq >= self.evidence_from {
             self.evidence(true);
         }
     }
@@ -289,7 +308,9 @@ impl RequestWindow {
                 1.0 / self.limit
             };
             self.limit = (self.limit + growth).min(f64::from(self.max));
-            self.clean_since_cut = self.clean_since_cut.saturating_add(1);
+            if let Some(clean) = &mut self.clean_since_throttling {
+                *clean = clean.saturating_add(1);
+            }
         }
     }
 
@@ -304,7 +325,7 @@ impl RequestWindow {
         self.evidence_from = self.next_seq;
         self.evidence.clear();
         self.cuts += 1;
-        self.clean_since_cut = 0;
+        self.clean_since_throttling = Some(0);
     }
 
     /// The first byte of the store's quick answers: the lower quartile of

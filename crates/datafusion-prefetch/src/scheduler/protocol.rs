@@ -203,8 +203,9 @@ pub(crate) enum Event {
         measured: AutoTuner,
     },
     /// `auto`: whether its store's window of requests in flight is in a
-    /// throttled spell (from a cut until enough clean answers): requests,
-    /// not bytes, are then what is scarce, so none is split.
+    /// throttled spell (from a cut or a refusal until enough clean
+    /// answers): requests, not bytes, are then what is scarce, so none is
+    /// split.
     StoreThrottled {
         /// The spell began (`true`) or ended.
         throttled: bool,

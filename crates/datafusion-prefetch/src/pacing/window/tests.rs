@@ -144,13 +144,15 @@ fn hedges_stay_within_their_share_and_stop_while_throttled() {
     let mut window = opened(256);
     let mut flying = send(&mut window, 20);
     // A quarter of the 20 requests in flight: 5 hedges.
-    let hedges: Vec<Ticket> = (0..5).map(|_| window.try_hedge(0.25).unwrap()).collect();
-    assert_eq!(window.try_hedge(0.25), None);
+    let hedges: Vec<Ticket> = (0..5)
+        .map(|_| window.try_hedge(0.25, None).unwrap())
+        .collect();
+    assert_eq!(window.try_hedge(0.25, None), None);
     assert_eq!(window.hedges_in_flight(), 5);
     // With one request in flight, one hedge is allowed whatever the share.
     let mut lone = opened(4);
     let _first = lone.try_send().unwrap();
-    assert!(lone.try_hedge(0.01).is_some());
+    assert!(lone.try_hedge(0.01, None).is_some());
     for ticket in hedges {
         window.ended(ticket, Outcome::Answered(ms(30)));
     }
@@ -165,12 +167,12 @@ fn hedges_stay_within_their_share_and_stop_while_throttled() {
         window.ended(ticket, Outcome::NoAnswer);
     }
     assert!(window.in_flight() < window.limit());
-    assert_eq!(window.try_hedge(1.0), None);
+    assert_eq!(window.try_hedge(1.0, None), None);
     answer(&mut window, CALM_AFTER as usize - 1, ms(30));
-    assert_eq!(window.try_hedge(1.0), None);
+    assert_eq!(window.try_hedge(1.0, None), None);
     answer(&mut window, 1, ms(30));
     assert!(!window.throttled());
-    assert!(window.try_hedge(1.0).is_some());
+    assert!(window.try_hedge(1.0, None).is_some());
 }
 
 #[test]
@@ -249,7 +251,7 @@ fn requests_that_end_meanwhile_leave_fewer_to_withdraw() {
 fn reads_a_decoder_waits_on_and_hedges_are_never_withdrawn() {
     let mut window = opened(256);
     let demands: Vec<Ticket> = (0..8).map(|_| window.send_anyway()).collect();
-    let hedge = window.try_hedge(1.0).expect("a hedge");
+    let hedge = window.try_hedge(1.0, None).expect("a hedge");
     let reads_ahead = send(&mut window, 3);
     let gave_up = window.try_send().expect("room");
     window.ended(gave_up, Outcome::GaveUp);
@@ -337,4 +339,40 @@ fn where_refusals_are_reported_a_cut_withdraws_only_refused_reads_ahead() {
     }
     assert_eq!((window.withdrawn(), kept), (CUT_AFTER as u64, 36));
     assert!(window.withdrawing(), "16 more to withdraw, once refused");
+}
+
+#[test]
+fn a_refusal_without_a_cut_stops_hedges_until_the_store_is_calm_again() {
+    let mut window = opened(256);
+    let flying = send(&mut window, 40);
+    // One refusal of 40 in flight: no cut, but the store is at its rate.
+    window.refused(flying[0].seq());
+    assert_eq!(window.cuts(), 0);
+    assert!(window.throttled());
+    assert_eq!(window.try_hedge(1.0, None), None);
+    // Another refusal before the spell ends starts it again.
+    answer(&mut window, CALM_AFTER as usize - 1, ms(30));
+    window.refused(flying[1].seq());
+    answer(&mut window, CALM_AFTER as usize - 1, ms(30));
+    assert!(window.throttled());
+    assert_eq!(window.try_hedge(1.0, None), None);
+    answer(&mut window, 1, ms(30));
+    assert!(!window.throttled());
+    assert!(window.try_hedge(1.0, None).is_some());
+    // A refusal of a request the window never sent tells nothing.
+    window.refused(u64::MAX);
+    assert!(!window.throttled());
+}
+
+#[test]
+fn a_request_the_store_refused_is_never_hedged() {
+    let mut window = opened(256);
+    let flying = send(&mut window, 40);
+    let (refused, answered_in_time) = (flying[0].seq(), flying[1].seq());
+    window.refused(refused);
+    answer(&mut window, CALM_AFTER as usize, ms(30));
+    assert!(!window.throttled());
+    // Still waiting out its client's backoff: its retry comes, not a hedge.
+    assert_eq!(window.try_hedge(1.0, Some(refused)), None);
+    assert!(window.try_hedge(1.0, Some(answered_in_time)).is_some());
 }
