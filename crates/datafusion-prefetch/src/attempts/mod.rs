@@ -57,6 +57,8 @@ tokio::task_local! {
 /// assert!(!record_attempt());
 /// ```
 pub fn record_attempt() -> bool {
+    // A retry `auto`'s window must not withdraw while it may be admitted.
+    crate::pacing::attempt_now();
     SCAN.try_with(|scan| scan.record(false)).is_ok()
 }
 

@@ -145,6 +145,10 @@ impl RequestGate {
     /// The request numbered `seq` was answered `503` (see
     /// [`RequestWindow::refused`]): it may be withdrawn now, if a cut asks
     /// for withdrawals (this one's, or an earlier one's).
+    fn attempt_sent(&self, seq: u64) {
+        self.window.lock().attempt_sent(seq);
+    }
+
     fn refused(&self, seq: u64) {
         let withdrawing = {
             let mut window = self.window.lock();
@@ -167,6 +171,13 @@ tokio::task_local! {
 /// outside a paced request). Called by [`crate::attempts::record_throttled`].
 pub(crate) fn refused_now() {
     let _ = SENDING.try_with(|(gate, seq)| gate.refused(*seq));
+}
+
+/// The store's client sent an attempt of the request being sent in the
+/// current task (see [`RequestWindow::attempt_sent`]). Called by
+/// [`crate::attempts::record_attempt`].
+pub(crate) fn attempt_now() {
+    let _ = SENDING.try_with(|(gate, seq)| gate.attempt_sent(*seq));
 }
 
 /// A request sent through a [`RequestGate`], answered.
@@ -378,6 +389,62 @@ mod tests {
         // Outside a paced request, a refusal tells no window.
         refused_now();
         assert_eq!(gate.state().cuts, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_read_is_not_withdrawn_while_its_retry_is_on_the_wire() {
+        let gate = Arc::new(RequestGate::new(64));
+        let sends = Arc::new(AtomicUsize::new(0));
+        // Eight reads ahead. The first sending is refused at 5 ms, its
+        // client retries it at 8 ms, and that retry is refused at 30 ms;
+        // the next three are refused at 10 ms (the fourth refusal: a cut,
+        // from 8 in flight to 4). Then each waits out a 200 ms backoff;
+        // every sending answers 50 ms after its last refusal or its start.
+        let reads: Vec<_> = (0..8)
+            .map(|_| {
+                let (gate, sends) = (Arc::clone(&gate), Arc::clone(&sends));
+                tokio::spawn(async move {
+                    let sent = gate
+                        .read_ahead(|| {
+                            let sending = sends.fetch_add(1, Ordering::SeqCst);
+                            async move {
+                                let ms = |n| tokio::time::sleep(Duration::from_millis(n));
+                                if sending == 0 {
+                                    ms(5).await;
+                                    refused_now();
+                                    ms(3).await;
+                                    attempt_now();
+                                    ms(22).await;
+                                    refused_now();
+                                    ms(200).await;
+                                } else if sending < 4 {
+                                    ms(10).await;
+                                    refused_now();
+                                    ms(200).await;
+                                }
+                                ms(50).await;
+                            }
+                        })
+                        .await;
+                    sent.permit
+                        .ended(Outcome::Answered(Duration::from_millis(50)));
+                    sent.withdrawn
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let state = gate.state();
+        assert_eq!((state.cuts, state.limit), (1, 4));
+        assert_eq!(state.withdrawn, 3, "not the read whose retry is out");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(gate.state().withdrawn, 4, "refused again, it goes");
+        let mut withdrawn = 0;
+        for read in reads {
+            withdrawn += read.await.unwrap();
+        }
+        assert_eq!(withdrawn, 4);
+        assert_eq!(sends.load(Ordering::SeqCst), 12);
+        assert_eq!(gate.state().in_flight, 0);
     }
 
     #[tokio::test(start_paused = true)]

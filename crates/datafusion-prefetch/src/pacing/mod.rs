@@ -24,7 +24,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub(crate) use gate::{Permit, RequestGate, Sent, WindowState, refused_now};
+pub(crate) use gate::{Permit, RequestGate, Sent, WindowState, attempt_now, refused_now};
 pub(crate) use outcome::Outcome;
 pub(crate) use paced_store::PacedStore;
 pub(crate) use stores::GatesByStore;

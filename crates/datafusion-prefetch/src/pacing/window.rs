@@ -40,7 +40,10 @@
 //! requests a window sent before the store throttled would go on provoking
 //! `503`s long after the window was cut. Their holders drop them (a request
 //! waiting out a backoff costs the store nothing to drop) and send them
-//! again when the window has room.
+//! again when the window has room. A refused request whose retry is on the
+//! wire is not withdrawn until it is refused again: the store may have
+//! admitted that attempt, and dropping it would waste a request of the
+//! store's rate (and bill one).
 
 use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
@@ -123,6 +126,9 @@ pub(crate) struct RequestWindow {
     /// Requests in flight the store refused: counted as evidence already
     /// (if sent since the last cut), and withdrawable.
     refused: HashSet<u64>,
+    /// Refused requests whose client has sent a retry, not yet answered:
+    /// on the wire again, perhaps admitted, so not withdrawn.
+    retrying: HashSet<u64>,
     /// Whether the store's client reports refusals ([`Self::refused`]).
     hears_refusals: bool,
 }
@@ -146,6 +152,7 @@ impl RequestWindow {
             withdrawals: 0,
             withdrawn: 0,
             refused: HashSet::new(),
+            retrying: HashSet::new(),
             hears_refusals: false,
         }
     }
@@ -216,16 +223,18 @@ impl RequestWindow {
     }
 
     /// Withdraw the request of `ticket` if the last cut asks for one more
-    /// withdrawal and it is a read ahead — one the store refused, where the
-    /// client reports refusals (any other may be on its admitted attempt,
-    /// which dropping would waste): it then ends with no evidence, and its
-    /// holder drops it and sends it again once there is room. Otherwise the
-    /// ticket is handed back.
+    /// withdrawal and it is a read ahead — one the store refused and whose
+    /// client waits out a backoff, where the client reports refusals and
+    /// retries (any other may be on an admitted attempt, which dropping
+    /// would waste): it then ends with no evidence, and its holder drops it
+    /// and sends it again once there is room. Otherwise the ticket is
+    /// handed back.
     pub(crate) fn try_withdraw(&mut self, ticket: Ticket) -> Result<(), Ticket> {
         self.withdrawals = self
             .withdrawals
             .min(self.in_flight.saturating_sub(self.limit()));
-        let waiting_out_a_refusal = !self.hears_refusals || self.refused.contains(&ticket.seq);
+        let waiting_out_a_refusal = !self.hears_refusals
+            || (self.refused.contains(&ticket.seq) && !self.retrying.contains(&ticket.seq));
         if ticket.kind != Kind::ReadAhead || self.withdrawals == 0 || !waiting_out_a_refusal {
             return Err(ticket);
         }
@@ -234,6 +243,15 @@ impl RequestWindow {
         self.in_flight -= 1;
         self.refused.remove(&ticket.seq);
         Ok(())
+    }
+
+    /// The client of the request numbered `seq` sent an attempt of it: if
+    /// the store refused it before, that is a retry, on the wire until it is
+    /// answered or refused again.
+    pub(crate) fn attempt_sent(&mut self, seq: u64) {
+        if self.refused.contains(&seq) {
+            self.retrying.insert(seq);
+        }
     }
 
     /// Whether the last cut asks reads ahead in flight to withdraw.
@@ -251,6 +269,7 @@ impl RequestWindow {
             return;
         }
         self.clean_since_throttling = Some(0);
+        self.retrying.remove(&seq);
         if self.refused.insert(seq) && seq >= self.evidence_from {
             self.evidence(true);
         }
@@ -263,6 +282,7 @@ impl RequestWindow {
         self.in_flight -= 1;
         self.hedges_in_flight -= u32::from(ticket.kind == Kind::Hedge);
         let refused = self.refused.remove(&ticket.seq);
+        self.retrying.remove(&ticket.seq);
         let slow = match outcome {
             Outcome::Answered(first_byte) => {
                 let slow = self

@@ -376,3 +376,25 @@ fn a_request_the_store_refused_is_never_hedged() {
     assert_eq!(window.try_hedge(1.0, Some(refused)), None);
     assert!(window.try_hedge(1.0, Some(answered_in_time)).is_some());
 }
+
+#[test]
+fn a_refused_read_ahead_is_not_withdrawn_while_its_retry_is_on_the_wire() {
+    let mut window = opened(256);
+    let flying = send(&mut window, 40);
+    for ticket in &flying[..CUT_AFTER] {
+        window.refused(ticket.seq());
+    }
+    assert_eq!(window.cuts(), 1);
+    // The first one's client retries it: the store may admit that attempt.
+    window.attempt_sent(flying[0].seq());
+    let mut flying = flying.into_iter();
+    let retrying = window.try_withdraw(flying.next().unwrap()).unwrap_err();
+    for ticket in flying.by_ref().take(CUT_AFTER - 1) {
+        assert!(window.try_withdraw(ticket).is_ok());
+    }
+    // Refused again, it waits out another backoff and may go.
+    window.refused(retrying.seq());
+    assert!(window.try_withdraw(retrying).is_ok());
+    assert_eq!(window.withdrawn(), CUT_AFTER as u64);
+    assert_eq!(window.cuts(), 1, "a request counts once as evidence");
+}
