@@ -142,13 +142,15 @@ impl RequestGate {
         throttled
     }
 
-    /// The request numbered `seq` was answered `503` (see
-    /// [`RequestWindow::refused`]): it may be withdrawn now, if a cut asks
-    /// for withdrawals (this one's, or an earlier one's).
+    /// The client of the request numbered `seq` sent an attempt of it (see
+    /// [`RequestWindow::attempt_sent`]).
     fn attempt_sent(&self, seq: u64) {
         self.window.lock().attempt_sent(seq);
     }
 
+    /// The request numbered `seq` was answered `503` (see
+    /// [`RequestWindow::refused`]): it may be withdrawn now, if a cut asks
+    /// for withdrawals (this one's, or an earlier one's).
     fn refused(&self, seq: u64) {
         let withdrawing = {
             let mut window = self.window.lock();
