@@ -92,8 +92,11 @@ def test_simulated_latency_keeps_the_answers(local_dataset):
 
 
 def test_an_interrupted_query_leaves_nothing_running(local_dataset):
-    # 1 s per request: the scan is mid-flight when the interrupt lands.
-    table = dp.ParquetTable(str(local_dataset), simulate_latency="1s", policy="pipelined")
+    # 2 s per request: the scan is mid-flight when the interrupt lands and
+    # still is when datafusion-python looks for it (it checks for signals
+    # once a second; at 1 s per request the scan's one round of reads ended
+    # some 70 ms after that check, and under load before it).
+    table = dp.ParquetTable(str(local_dataset), simulate_latency="2s", policy="pipelined")
     ctx = SessionContext()
     ctx.register_table("t", table)
     timer = threading.Timer(0.5, _thread.interrupt_main)
