@@ -82,6 +82,9 @@ struct Run {
     /// and those whose answer was read.
     hedges: u64,
     hedges_won: u64,
+    /// Data requests the scans did not send: `auto`'s planning read their
+    /// small files whole and kept them.
+    requests_kept: u64,
     rows: usize,
     checksum: String,
     /// The result's one row, cells joined by `,`.
@@ -108,6 +111,7 @@ struct Summary {
     exec_throttled: f64,
     hedges: f64,
     hedges_won: f64,
+    requests_kept: f64,
     /// The attempts at S3 Standard's $0.0004 per 1,000 GETs, in dollars.
     cost_usd: f64,
     /// End-to-end speedup over `off` at this size.
@@ -219,6 +223,7 @@ async fn measure(
         plan_throttled,
         hedges: scans.iter().map(|s| s.requests_hedged()).sum(),
         hedges_won: scans.iter().map(|s| s.hedges_won()).sum(),
+        requests_kept: scans.iter().map(|s| s.requests_kept()).sum(),
         rows,
         checksum,
         answer,
@@ -264,6 +269,7 @@ fn summarize(runs: &[Run], sizes: &[usize], policies: &[String]) -> Vec<Summary>
                 exec_throttled: m(|r| (r.throttled - r.plan_throttled) as f64),
                 hedges: m(|r| r.hedges as f64),
                 hedges_won: m(|r| r.hedges_won as f64),
+                requests_kept: m(|r| r.requests_kept as f64),
                 cost_usd: m(|r| RequestPrice::default().cost_of(r.attempts)),
                 speedup_vs_off: off_wall / wall,
                 matches_off: mine.iter().all(|r| {
@@ -311,11 +317,11 @@ fn markdown(config: &ManyFilesConfig, summaries: &[Summary], slopes: &[Slope]) -
         "many_files: {SQL}, files of {ROWS_PER_FILE} rows, latency {}, {} partition(s), median of {} iteration(s)\n\n",
         config.latency_label, config.partitions, config.iterations
     );
-    out.push_str("| files | policy | plan ms | ttfb ms | exec ms | wall ms | vs off | requests (plan / exec) | attempts | 503s (plan / exec) | hedges (won) | request cost | matches off |\n");
-    out.push_str("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    out.push_str("| files | policy | plan ms | ttfb ms | exec ms | wall ms | vs off | requests (plan / exec) | kept | attempts | 503s (plan / exec) | hedges (won) | request cost | matches off |\n");
+    out.push_str("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for s in summaries {
         out.push_str(&format!(
-            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2}x | {} / {} | {:.0} | {:.0} / {:.0} | {:.0} ({:.0}) | ${:.6} | {} |\n",
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2}x | {} / {} | {:.0} | {:.0} | {:.0} / {:.0} | {:.0} ({:.0}) | ${:.6} | {} |\n",
             s.files,
             s.policy,
             s.plan_ms,
@@ -325,6 +331,7 @@ fn markdown(config: &ManyFilesConfig, summaries: &[Summary], slopes: &[Slope]) -
             s.speedup_vs_off,
             s.plan_requests,
             s.exec_requests,
+            s.requests_kept,
             s.attempts,
             s.plan_throttled,
             s.exec_throttled,

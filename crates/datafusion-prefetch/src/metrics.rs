@@ -38,6 +38,8 @@ pub struct PrefetchStats {
     bytes_fetched: AtomicU64,
     requests_shared: AtomicU64,
     bytes_shared: AtomicU64,
+    requests_kept: AtomicU64,
+    bytes_kept: AtomicU64,
     live_tasks: AtomicU64,
     staged_over_held_violations: AtomicU64,
     bytes_copied: AtomicU64,
@@ -80,7 +82,8 @@ impl PrefetchStats {
     }
 
     /// Data requests issued, on demand and ahead, hedges included (reads
-    /// served by another scan's request, [`Self::requests_shared`], are not).
+    /// served by another scan's request, [`Self::requests_shared`], or from
+    /// an object kept at planning, [`Self::requests_kept`], are not).
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::SeqCst)
     }
@@ -147,7 +150,8 @@ impl PrefetchStats {
 
     /// Bytes of the data requests issued, on demand and ahead, gaps between
     /// merged ranges included (footers excluded), and of the reads served
-    /// by another scan's request ([`Self::bytes_shared`]). With DataFusion's
+    /// by another scan's request ([`Self::bytes_shared`]) or cut from an
+    /// object kept whole at planning ([`Self::bytes_kept`]). With DataFusion's
     /// own reader factory every request issued is one store GET; with a
     /// custom factory its demand reads count the bytes asked of it.
     pub fn bytes_fetched(&self) -> u64 {
@@ -166,6 +170,20 @@ impl PrefetchStats {
     /// its own requests did not fetch.
     pub fn bytes_shared(&self) -> u64 {
         self.bytes_shared.load(Ordering::SeqCst)
+    }
+
+    /// Data requests not sent because `auto`'s planning had read their
+    /// object whole (a file no larger than `metadata_size_hint`, whose
+    /// footer read is the whole file) and kept it for the scan: their
+    /// ranges were cut from the kept body (see [`Self::bytes_kept`]).
+    pub fn requests_kept(&self) -> u64 {
+        self.requests_kept.load(Ordering::SeqCst)
+    }
+
+    /// Bytes of the requests [`Self::requests_kept`] counts: a part of
+    /// [`Self::bytes_fetched`] that no request of the scan fetched.
+    pub fn bytes_kept(&self) -> u64 {
+        self.bytes_kept.load(Ordering::SeqCst)
     }
 
     /// Changes after which one of this source's scans had more bytes staged
@@ -211,6 +229,8 @@ pub(crate) struct ScanMetrics {
     bytes_fetched: Count,
     requests_shared: Count,
     bytes_shared: Count,
+    requests_kept: Count,
+    bytes_kept: Count,
     bytes_fetched_ahead: Count,
     bytes_served_from_prefetch: Count,
     bytes_used: Count,
@@ -293,6 +313,8 @@ impl ScanMetrics {
             bytes_fetched: counter("prefetch_bytes_fetched"),
             requests_shared: counter("prefetch_requests_shared"),
             bytes_shared: counter("prefetch_bytes_shared"),
+            requests_kept: counter("prefetch_requests_kept"),
+            bytes_kept: counter("prefetch_bytes_kept"),
             bytes_fetched_ahead: counter("prefetch_bytes_fetched_ahead"),
             bytes_served_from_prefetch: counter("prefetch_bytes_served_from_prefetch"),
             bytes_used: counter("prefetch_bytes_used"),
@@ -396,6 +418,17 @@ impl ScanMetrics {
             .requests_shared
             .fetch_add(reads, Ordering::SeqCst);
         self.stats.bytes_shared.fetch_add(bytes, Ordering::SeqCst);
+        self.stats.bytes_fetched.fetch_add(bytes, Ordering::SeqCst);
+    }
+
+    /// A request of `bytes` was not sent: its object was kept whole at
+    /// planning, and its range cut from that body (fetched, not requested).
+    pub(crate) fn read_kept(&self, bytes: u64) {
+        self.requests_kept.add(1);
+        self.bytes_kept.add(bytes as usize);
+        self.bytes_fetched.add(bytes as usize);
+        self.stats.requests_kept.fetch_add(1, Ordering::SeqCst);
+        self.stats.bytes_kept.fetch_add(bytes, Ordering::SeqCst);
         self.stats.bytes_fetched.fetch_add(bytes, Ordering::SeqCst);
     }
 

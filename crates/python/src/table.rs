@@ -149,6 +149,8 @@ impl ParquetTable {
             stats.set_item("bytes_fetched", scan.bytes_fetched())?;
             stats.set_item("requests_shared", scan.requests_shared())?;
             stats.set_item("bytes_shared", scan.bytes_shared())?;
+            stats.set_item("requests_kept", scan.requests_kept())?;
+            stats.set_item("bytes_kept", scan.bytes_kept())?;
             stats.set_item("bytes_fetched_ahead", scan.bytes_fetched_ahead())?;
             stats.set_item(
                 "bytes_served_from_prefetch",

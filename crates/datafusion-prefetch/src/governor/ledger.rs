@@ -69,6 +69,9 @@ struct Account {
     shed_asked: bool,
     /// The scan is over; the account goes once its buffers are released.
     ended: bool,
+    /// Not a scan: what planning keeps for scans to come
+    /// ([`Ledger::join_keeper`]).
+    keeper: bool,
 }
 
 /// The accounts of every prefetching scan under one limit.
@@ -158,11 +161,27 @@ impl Ledger {
 
     /// Scans not yet ended.
     pub(crate) fn live_scans(&self) -> usize {
-        self.accounts.values().filter(|a| !a.ended).count()
+        self.accounts
+            .values()
+            .filter(|a| !a.ended && !a.keeper)
+            .count()
     }
 
     /// A new scan joins at `now`.
     pub(crate) fn join(&mut self, now: Duration) -> ScanKey {
+        self.open(now, false)
+    }
+
+    /// The account of what is staged for scans not yet running (bodies
+    /// planning keeps for them): it never reads, so it is always idle —
+    /// asked to shed first, and no share of the limit is set aside for it —
+    /// it yields to any scan waiting for room, is never told of freed room
+    /// when refused, and asks nobody to shed. Not a live scan.
+    pub(crate) fn join_keeper(&mut self, now: Duration) -> ScanKey {
+        self.open(now, true)
+    }
+
+    fn open(&mut self, now: Duration, keeper: bool) -> ScanKey {
         let key = self.next_key;
         self.next_key += 1;
         self.accounts.insert(
@@ -175,6 +194,7 @@ impl Ledger {
                 want: Want::Satisfied,
                 shed_asked: false,
                 ended: false,
+                keeper,
             },
         );
         key
@@ -264,8 +284,10 @@ impl Ledger {
         };
         let share = self.fair_share(now, key);
         let held = account.held;
+        let keeper = account.keeper;
         let fits = self.held.saturating_add(bytes) <= self.limit;
-        let yields = held > 0 && held + bytes > share && self.deserving_waiter(key, now, share);
+        let yields = (keeper || (held > 0 && held + bytes > share))
+            && self.deserving_waiter(key, now, share);
         if fits && !yields {
             let account = self.accounts.get_mut(&key).expect("checked");
             account.held += bytes;
@@ -277,6 +299,9 @@ impl Ledger {
             self.peak_staged = self.peak_staged.max(self.staged);
             self.check(key);
             return (Verdict::Granted, Notices::default());
+        }
+        if keeper {
+            return (Verdict::Refused, Notices::default());
         }
         self.refusals += 1;
         let account = self.accounts.get_mut(&key).expect("checked");
@@ -319,7 +344,7 @@ impl Ledger {
     }
 
     fn is_idle(&self, account: &Account, now: Duration) -> bool {
-        now.saturating_sub(account.last_read) > self.idle_after
+        account.keeper || now.saturating_sub(account.last_read) > self.idle_after
     }
 
     /// Whether a scan other than `key`, holding less than `share`, was
@@ -358,7 +383,10 @@ impl Ledger {
             }
             let bytes = staged.min(deficit);
             deficit -= bytes;
-            self.accounts.get_mut(&k).expect("listed").shed_asked = true;
+            // The keeper gives back what it is asked for at once: it may be
+            // asked again.
+            let account = self.accounts.get_mut(&k).expect("listed");
+            account.shed_asked = !account.keeper;
             asked.push((k, bytes));
         }
         asked
@@ -502,6 +530,34 @@ mod tests {
         l.read_asked(idle, later + IDLE_AFTER + 2 * MS);
         let (_, notices) = l.try_reserve(reading, 30, 0, later + 2 * IDLE_AFTER + 4 * MS);
         assert_eq!(notices.shed, vec![(idle, 30)]);
+    }
+
+    #[test]
+    fn the_keeper_sets_no_share_aside_yields_to_waiters_and_sheds_first() {
+        let mut l = ledger(100);
+        let keeper = l.join_keeper(MS);
+        let scan = l.join(MS);
+        assert_eq!(l.live_scans(), 1, "the keeper is no scan");
+        assert_eq!(l.try_reserve(keeper, 30, 30, MS).0, Verdict::Granted);
+        // The scan's share is the whole limit: the keeper never reads.
+        assert_eq!(l.try_reserve(scan, 70, 0, MS).0, Verdict::Granted);
+        l.read_asked(scan, 2 * MS);
+        let (verdict, notices) = l.try_reserve(scan, 20, 0, 2 * MS);
+        assert_eq!(verdict, Verdict::Refused);
+        assert_eq!(notices.shed, vec![(keeper, 20)], "idle from the start");
+        // Refused itself, the keeper waits for nothing and asks nothing.
+        let (verdict, notices) = l.try_reserve(keeper, 1, 1, 2 * MS);
+        assert_eq!(verdict, Verdict::Refused);
+        assert!(notices.is_empty());
+        l.set_staged(keeper, 0);
+        assert!(l.release(keeper, 30).wake.contains(&scan));
+        assert!(!l.release(scan, 40).wake.contains(&keeper));
+        // With the scan waiting for room, the keeper yields even holding
+        // nothing.
+        assert_eq!(l.try_reserve(keeper, 10, 10, 2 * MS).0, Verdict::Refused);
+        assert_eq!(l.try_reserve(scan, 30, 0, 2 * MS).0, Verdict::Granted);
+        assert_eq!(l.try_reserve(keeper, 10, 10, 2 * MS).0, Verdict::Granted);
+        assert_eq!(l.violations(), 0);
     }
 
     #[test]

@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use datafusion::execution::memory_pool::{MemoryLimit, MemoryPool};
 use datafusion::execution::runtime_env::RuntimeEnv;
 use object_store::ObjectStore;
@@ -35,7 +36,7 @@ use ledger::{IDLE_AFTER, Ledger, Notices, ScanKey, Verdict};
 
 use crate::config::{ByteSize, LimitSource};
 use crate::pacing::{GatesByStore, RequestGate};
-use crate::sharing::SharedReads;
+use crate::sharing::{KEPT_SHARE_DIVISOR, KeptKey, KeptObjects, SharedReads};
 
 /// The governor's limit on a runtime whose memory pool is unbounded (the
 /// DataFusion default): four default scan budgets.
@@ -81,6 +82,10 @@ pub struct PrefetchGovernor {
     /// Each store's window of requests in flight from the runtime's `auto`
     /// scans and planning.
     request_gates: GatesByStore,
+    /// Small objects `auto`'s planning read whole, for the scans that read
+    /// them, held under the ledger's keeper account.
+    kept: Mutex<KeptObjects>,
+    keeper: ScanKey,
 }
 
 impl std::fmt::Debug for PrefetchGovernor {
@@ -110,12 +115,16 @@ impl PrefetchGovernor {
     }
 
     fn new(limit: u64) -> Self {
+        let mut ledger = Ledger::new(limit, IDLE_AFTER);
+        let keeper = ledger.join_keeper(Duration::ZERO);
         Self {
-            ledger: Mutex::new(Ledger::new(limit, IDLE_AFTER)),
+            ledger: Mutex::new(ledger),
             tenants: Mutex::default(),
             started: Instant::now(),
             shared_reads: Arc::default(),
             request_gates: GatesByStore::default(),
+            kept: Mutex::default(),
+            keeper,
         }
     }
 
@@ -140,12 +149,14 @@ impl PrefetchGovernor {
     }
 
     /// Bytes prefetching holds now, across every scan: staged pieces,
-    /// requests in flight, and buffers still referenced after release.
+    /// requests in flight, and buffers still referenced after release; and
+    /// the files planning kept for scans to come ([`Self::kept_bytes`]).
     pub fn held_bytes(&self) -> u64 {
         self.ledger.lock().held()
     }
 
-    /// Bytes staged now, across every scan (a part of [`Self::held_bytes`]).
+    /// Bytes staged now, across every scan, and kept for scans to come
+    /// ([`Self::kept_bytes`]): a part of [`Self::held_bytes`].
     pub fn staged_bytes(&self) -> u64 {
         self.ledger.lock().staged()
     }
@@ -197,6 +208,80 @@ impl PrefetchGovernor {
         self.request_gates.gate(store)
     }
 
+    /// Keep `body`, the whole of the object `key` names, for a scan to read
+    /// instead of the store ([`KeptObjects`]): reserved under the
+    /// limit as staged bytes, within `1 / KEPT_SHARE_DIVISOR` of it, and
+    /// not while a scan waits for room. Returns whether it was kept.
+    pub(crate) fn keep_whole(
+        &self,
+        key: KeptKey,
+        store: &Arc<dyn ObjectStore>,
+        body: Bytes,
+    ) -> bool {
+        let bytes = body.len() as u64;
+        let now = self.now();
+        let mut kept = self.kept.lock();
+        let (room, expired) = kept.room_for(bytes, self.limit().as_u64() / KEPT_SHARE_DIVISOR, now);
+        let mut ledger = self.ledger.lock();
+        let mut notices = Notices::default();
+        if expired > 0 {
+            ledger.set_staged(self.keeper, kept.bytes());
+            notices = ledger.release(self.keeper, expired);
+        }
+        let granted =
+            room && ledger.try_reserve(self.keeper, bytes, bytes, now).0 == Verdict::Granted;
+        if granted {
+            let replaced = kept.keep(key, store, body, now);
+            if replaced > 0 {
+                ledger.set_staged(self.keeper, kept.bytes());
+                notices = ledger.release(self.keeper, replaced);
+            }
+        }
+        drop((ledger, kept));
+        self.deliver(notices);
+        granted
+    }
+
+    /// The whole body of the object `key` names, if planning kept it.
+    pub(crate) fn kept_whole(&self, key: &KeptKey) -> Option<Bytes> {
+        self.kept.lock().get(key)
+    }
+
+    /// Stop keeping the objects `keys` name (their scan read them, or
+    /// ended).
+    pub(crate) fn forget_kept(&self, keys: impl IntoIterator<Item = KeptKey>) {
+        let mut kept = self.kept.lock();
+        if kept.len() == 0 {
+            return;
+        }
+        let freed: u64 = keys.into_iter().map(|key| kept.forget(&key)).sum();
+        self.release_kept(kept, freed);
+    }
+
+    /// Bytes kept for scans to come: small files `auto`'s planning read
+    /// whole (no larger than `metadata_size_hint`), for their scan to cut
+    /// its data from instead of asking the store again. A part of
+    /// [`Self::staged_bytes`], at most an eighth of the limit, given back
+    /// first when a scan is short of room.
+    pub fn kept_bytes(&self) -> u64 {
+        self.kept.lock().bytes()
+    }
+
+    /// Let go of `freed` kept bytes, `kept` what is left: the keeper's
+    /// staged figure falls before its hold.
+    fn release_kept(&self, kept: parking_lot::MutexGuard<'_, KeptObjects>, freed: u64) {
+        if freed == 0 {
+            return;
+        }
+        let notices = {
+            let mut ledger = self.ledger.lock();
+            ledger.set_staged(self.keeper, kept.bytes());
+            ledger.release(self.keeper, freed)
+        };
+        drop(kept);
+        self.deliver(notices);
+    }
+
     /// A new scan joins; `tenant` is how it is told of freed room.
     pub(crate) fn join(self: &Arc<Self>, tenant: Weak<dyn Tenant>) -> ScanShare {
         let key = self.ledger.lock().join(self.now());
@@ -219,9 +304,16 @@ impl PrefetchGovernor {
     /// runs (a notice never keeps a finished scan alive, nor drops the last
     /// reference to one under that lock). A notice no runtime can run is
     /// re-armed in the ledger, so the next change delivers it.
-    fn deliver(&self, notices: Notices) {
+    fn deliver(&self, mut notices: Notices) {
         if notices.is_empty() {
             return;
+        }
+        // The keeper gives back what it is asked for at once.
+        if let Some(at) = notices.shed.iter().position(|(key, _)| *key == self.keeper) {
+            let (_, bytes) = notices.shed.remove(at);
+            let mut kept = self.kept.lock();
+            let freed = kept.shed(bytes);
+            self.release_kept(kept, freed);
         }
         let told: Vec<(ScanKey, Notice)> = notices
             .wake
@@ -452,6 +544,46 @@ mod tests {
         share.set_staged(0);
         assert_eq!(governor.staged_over_held_violations(), 1, "wrong order");
         assert_eq!(share.violations(), 1);
+    }
+
+    fn kept_key(store: &Arc<dyn ObjectStore>, name: &str) -> KeptKey {
+        KeptKey::new(store, object_store::path::Path::from(name), 100, 0)
+    }
+
+    #[test]
+    fn kept_bodies_are_staged_within_their_share_and_shed_for_a_scan() {
+        let governor = Arc::new(PrefetchGovernor::new(8 * 250));
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let body = || Bytes::from(vec![0u8; 100]);
+        // An eighth of the limit: two bodies, not three.
+        assert!(governor.keep_whole(kept_key(&store, "a"), &store, body()));
+        assert!(governor.keep_whole(kept_key(&store, "b"), &store, body()));
+        assert!(!governor.keep_whole(kept_key(&store, "c"), &store, body()));
+        assert_eq!(governor.kept_bytes(), 200);
+        assert_eq!((governor.held_bytes(), governor.staged_bytes()), (200, 200));
+        assert_eq!(governor.live_scans(), 0);
+        assert!(governor.kept_whole(&kept_key(&store, "a")).is_some());
+
+        // A scan short of room gets the kept bytes back, oldest first.
+        let share = governor.join(Weak::<Counting>::new());
+        share.read_asked();
+        let hold = share.try_reserve(1750, 0).expect("room");
+        assert!(share.try_reserve(100, 0).is_none(), "refused: 2050 > 2000");
+        assert_eq!(governor.kept_bytes(), 100);
+        assert!(governor.kept_whole(&kept_key(&store, "a")).is_none());
+        let more = share.try_reserve(100, 0).expect("room given back");
+        // Asked again, the keeper gives back the rest.
+        assert!(share.try_reserve(100, 0).is_none());
+        assert_eq!(governor.kept_bytes(), 0);
+        assert!(share.try_reserve(100, 0).is_some());
+        // Kept bodies are let go once their scan is over.
+        assert!(governor.keep_whole(kept_key(&store, "d"), &store, body()));
+        assert_eq!(governor.kept_bytes(), 100);
+        governor.forget_kept([kept_key(&store, "d")]);
+        assert_eq!(governor.kept_bytes(), 0);
+        drop((hold, more, share));
+        assert_eq!((governor.held_bytes(), governor.staged_bytes()), (0, 0));
+        assert_eq!(governor.staged_over_held_violations(), 0);
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::execution::memory_pool::MemoryReservation;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
@@ -106,6 +107,8 @@ pub(crate) struct ScanDriver {
     first_batch_seen: AtomicBool,
     /// The store's throttled spell as last told to the core.
     store_throttled: AtomicBool,
+    /// Where planning kept the objects it read whole.
+    governor: Arc<PrefetchGovernor>,
     pub(super) this: Weak<ScanDriver>,
 }
 
@@ -136,6 +139,7 @@ impl ScanDriver {
             fetches: Fetches::new(
                 Arc::clone(&parts.store),
                 parts.governor.shared_reads().join(),
+                Arc::clone(&parts.governor),
             ),
             store: parts.store,
             inner_factory: parts.inner_factory,
@@ -156,6 +160,7 @@ impl ScanDriver {
             started: Instant::now(),
             first_batch_seen: AtomicBool::default(),
             store_throttled: AtomicBool::default(),
+            governor: parts.governor,
             this: this.clone(),
         }
     }
@@ -397,10 +402,18 @@ impl ScanDriver {
         self.apply([Event::ReaderOpened { file, partition }]);
     }
 
-    /// A reader of `file` was dropped.
+    /// A reader of `file` was dropped. (What planning kept of the file
+    /// stays until the scan ends: DataFusion may open a file's readers
+    /// one after another, one for each morsel of it.)
     pub(crate) fn reader_closed(&self, file: FileId) {
         self.apply([Event::ReaderClosed { file }]);
         self.footers.forget(file);
+    }
+
+    /// The whole of `file`'s object, if planning kept it.
+    pub(super) fn kept(&self, file: FileId) -> Option<Bytes> {
+        self.governor
+            .kept_whole(&self.units.kept_key(&self.store, file))
     }
 
     /// The decoder of `file` starts on slice `slice`.
@@ -455,6 +468,9 @@ impl Drop for ScanDriver {
         self.publish(&core);
         self.fetches.stop_all();
         self.footers.stop_all();
+        // What planning kept of the scan's files waits for no one now.
+        self.governor
+            .forget_kept((0..self.units.len()).map(|file| self.units.kept_key(&self.store, file)));
         self.probe.stop();
         for handle in self.starts.lock().drain(..) {
             handle.abort();

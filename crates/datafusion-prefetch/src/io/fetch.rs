@@ -95,15 +95,30 @@ pub(crate) struct SharedObject<'a> {
     pub object: &'a ObjectKey,
 }
 
+/// The object a fetch reads, and where else than the store its bytes may
+/// come from.
+#[derive(Clone, Copy)]
+pub(crate) struct Target<'a> {
+    pub location: &'a Path,
+    /// The whole object, kept at planning.
+    pub kept: Option<&'a Bytes>,
+    /// Other scans' reads of it (background fetches only).
+    pub shared: Option<SharedObject<'a>>,
+}
+
 /// Fetch the plan's requests in parallel and return one buffer per range the
 /// plan was made for, in order. Each request is counted in the metrics as
-/// it goes out; what other scans are reading of a request's range at the
-/// time is not asked again but waited for (counted as shared, and not
-/// timed: the wait says nothing about the store).
+/// it goes out; a request within `kept` (the whole object, kept at
+/// planning) is cut from it instead, and what other scans are reading of a
+/// request's range at the time is not asked again but waited for (both
+/// counted, neither timed: they say nothing about the store).
 pub(crate) async fn fetch_planned(
     store: &dyn ObjectStore,
-    location: &Path,
-    shared: Option<SharedObject<'_>>,
+    Target {
+        location,
+        kept,
+        shared,
+    }: Target<'_>,
     plan: &RequestPlan,
     short: ShortBodies,
     sending: Sending<'_>,
@@ -164,6 +179,11 @@ pub(crate) async fn fetch_planned(
         Ok(body)
     };
     let bodies = try_join_all(plan.requests.iter().map(|request| async move {
+        if let Some(body) = kept.and_then(|body| cut_kept(body, request)) {
+            sending.metrics.read_kept(body.len() as u64);
+            sending.metrics.copied(body.len() as u64);
+            return Ok(body);
+        }
         let Some(SharedObject { sharing, object }) = shared else {
             return fetch(request.clone()).await;
         };
@@ -212,6 +232,21 @@ async fn first_answer(
     Ok(answer)
 }
 
+/// The bytes of `range` of an object kept whole, if it lies within it (a
+/// range past its end goes to the store, which answers it as it would
+/// without keeping). A copy: the kept body is let go when its scan is done
+/// with the object, and a slice would keep all of it alive uncounted.
+fn cut_kept(body: &Bytes, range: &Range<u64>) -> Option<Bytes> {
+    let within = range.start <= range.end && range.end <= body.len() as u64;
+    within.then(|| Bytes::copy_from_slice(&body[range.start as usize..range.end as usize]))
+}
+
+/// The bytes of each of `ranges` of an object kept whole, if they all lie
+/// within it (see [`cut_kept`]).
+pub(super) fn cut_all_kept(body: &Bytes, ranges: &[Range<u64>]) -> Option<Vec<Bytes>> {
+    ranges.iter().map(|range| cut_kept(body, range)).collect()
+}
+
 /// Each range's bytes from the bodies of the plan's requests: a slice of one
 /// body when the range lies in one request, a copy when a split cut it. A
 /// body shorter than its request gives what it has of each range.
@@ -250,6 +285,19 @@ mod tests {
         assert_eq!(
             crate::scheduler::STORE_MERGE_GAP,
             object_store::OBJECT_STORE_COALESCE_DEFAULT
+        );
+    }
+
+    #[test]
+    fn a_kept_body_serves_ranges_within_it_as_copies() {
+        let body = Bytes::from((0..100u8).collect::<Vec<_>>());
+        let cut = cut_kept(&body, &(10..20)).expect("within");
+        assert_eq!(&cut[..], &body[10..20]);
+        assert_ne!(cut.as_ptr(), body[10..].as_ptr(), "a copy, not a slice");
+        assert_eq!(cut_kept(&body, &(90..100)).map(|b| b.len()), Some(10));
+        assert!(
+            cut_kept(&body, &(90..101)).is_none(),
+            "past the end: the store's"
         );
     }
 

@@ -12,12 +12,12 @@ use object_store::ObjectStore;
 use parking_lot::Mutex;
 use tokio::task::AbortHandle;
 
-use super::fetch::{Sending, SharedObject, ShortBodies, fetch_planned};
+use super::fetch::{Sending, SharedObject, ShortBodies, Target, fetch_planned};
 use super::sink::{Reports, report};
 use super::tasks::{ScanTask, SharedResult, Slot};
-use crate::governor::{Hold, hold_buffers};
+use crate::governor::{Hold, PrefetchGovernor, hold_buffers};
 use crate::scheduler::{Event, FetchId, Part, RequestPlan};
-use crate::sharing::{ObjectKey, ReadSharing};
+use crate::sharing::{KeptKey, ObjectKey, ReadSharing};
 
 /// A fetch's buffers, one per range, in the order of its ranges.
 pub(crate) type Buffers = Arc<Vec<Bytes>>;
@@ -28,6 +28,8 @@ const MIN_STALL_WAIT: Duration = Duration::from_secs(2);
 /// The background fetches of one scan.
 pub(crate) struct Fetches {
     store: Arc<dyn ObjectStore>,
+    /// Where planning kept the small objects it read whole.
+    governor: Arc<PrefetchGovernor>,
     /// This scan's side of the reads other scans of the runtime share.
     sharing: Arc<ReadSharing>,
     slots: Mutex<HashMap<FetchId, Slot<Buffers>>>,
@@ -41,10 +43,16 @@ pub(crate) struct Fetches {
 }
 
 impl Fetches {
-    /// No fetches yet, of objects in `store`, sharing reads as `sharing`.
-    pub(crate) fn new(store: Arc<dyn ObjectStore>, sharing: ReadSharing) -> Self {
+    /// No fetches yet, of objects in `store`, sharing reads as `sharing`
+    /// and finding what planning kept under `governor`.
+    pub(crate) fn new(
+        store: Arc<dyn ObjectStore>,
+        sharing: ReadSharing,
+        governor: Arc<PrefetchGovernor>,
+    ) -> Self {
         Self {
             store,
+            governor,
             sharing: Arc::new(sharing),
             slots: Mutex::default(),
             landing: Mutex::default(),
@@ -53,7 +61,8 @@ impl Fetches {
         }
     }
 
-    /// Start fetch `id` of `object`: the GETs of its request plan, one
+    /// Start fetch `id` of `object` (cut from the whole of it where planning
+    /// kept it): the GETs of its request plan, one
     /// buffer per range the plan was made for, each keeping `hold` (the
     /// governor's reservation) until the last of them is dropped. When the
     /// task starts, its requests go out (paced and hedged as `sending` says): they are
@@ -71,6 +80,12 @@ impl Fetches {
         sink: Reports,
     ) {
         let store = Arc::clone(&self.store);
+        let kept = self.governor.kept_whole(&KeptKey::new(
+            &self.store,
+            object.location.clone(),
+            object.size,
+            object.modified,
+        ));
         let sharing = Arc::clone(&self.sharing);
         let slowest = Arc::clone(&self.slowest_micros);
         let task = ScanTask::new(sending.metrics);
@@ -92,10 +107,14 @@ impl Fetches {
                     sharing: &sharing,
                     object: &object,
                 };
+                let target = Target {
+                    location: &object.location,
+                    kept: kept.as_ref(),
+                    shared: Some(shared),
+                };
                 match fetch_planned(
                     store.as_ref(),
-                    &object.location,
-                    Some(shared),
+                    target,
                     &requests,
                     ShortBodies::Fail,
                     sending,
@@ -237,7 +256,6 @@ mod tests {
     use object_store::memory::InMemory;
 
     use super::*;
-    use crate::PrefetchGovernor;
     use crate::governor::{Notice, Tenant};
 
     struct Nobody;
@@ -249,7 +267,11 @@ mod tests {
     fn ranges_released_while_their_demand_read_is_in_flight_are_not_kept() {
         let governor = PrefetchGovernor::of(&RuntimeEnv::default());
         let share = governor.join(Weak::<Nobody>::new());
-        let fetches = Fetches::new(Arc::new(InMemory::new()), governor.shared_reads().join());
+        let fetches = Fetches::new(
+            Arc::new(InMemory::new()),
+            governor.shared_reads().join(),
+            Arc::clone(&governor),
+        );
         let (riding, released) = (FetchId(1), FetchId(2));
         fetches.ride(riding);
         fetches.ride(released);

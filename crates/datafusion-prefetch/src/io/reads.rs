@@ -17,7 +17,7 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
 
 use super::driver::{ScanDriver, Served};
-use super::fetch::{ShortBodies, fetch_planned};
+use super::fetch::{ShortBodies, Target, cut_all_kept, fetch_planned};
 use super::fetches::Buffers;
 use super::footer_layout::layout_of;
 use super::read_error;
@@ -104,7 +104,9 @@ impl ScanDriver {
         bytes_scanned: Option<&Count>,
     ) -> ReadResult<Vec<Bytes>> {
         if self.view(|core| core.reads_like_off(file)) {
-            return self.read_like_off(file, reader, ranges).await;
+            return self
+                .read_like_off(file, reader, ranges, bytes_scanned)
+                .await;
         }
         if let Some(scanned) = bytes_scanned {
             scanned.add(total(&ranges) as usize);
@@ -186,14 +188,18 @@ impl ScanDriver {
         };
         let mut fetched = match &plan.demand_requests {
             Some(requests) => {
-                let location = &self.units.file(file).object_meta.location;
+                let kept = self.kept(file);
+                let target = Target {
+                    location: &self.units.file(file).object_meta.location,
+                    kept: kept.as_ref(),
+                    // Not shared: see `SharedObject`.
+                    shared: None,
+                };
                 let sink = self.sink();
                 let sending = self.sending().demand();
-                // Not shared: see `SharedObject`.
                 let planned = fetch_planned(
                     self.store.as_ref(),
-                    location,
-                    None,
+                    target,
                     requests,
                     ShortBodies::Clamp,
                     sending,
@@ -302,16 +308,33 @@ impl ScanDriver {
     }
 
     /// `auto` on a local store: the decoder's own read, untouched, only timed
-    /// (so a store that turns slow is noticed).
+    /// (so a store that turns slow is noticed) — or cut from the file's
+    /// body, if planning kept it (before the scan has timed its store, its
+    /// first reads come here).
     async fn read_like_off(
         &self,
         file: FileId,
         reader: &mut (dyn AsyncFileReader + Send),
         ranges: Vec<Range<u64>>,
+        bytes_scanned: Option<&Count>,
     ) -> ReadResult<Vec<Bytes>> {
         let size = self.units.file(file).object_meta.size;
         if let Some(range) = starts_past_the_end(size, &ranges) {
             return Err(self.read_error(file, &ranges, self.refusal(file, &range)));
+        }
+        if let Some(cut) = self
+            .kept(file)
+            .and_then(|body| cut_all_kept(&body, &ranges))
+        {
+            for bytes in &cut {
+                self.metrics.read_kept(bytes.len() as u64);
+                self.metrics.copied(bytes.len() as u64);
+            }
+            self.metrics.unplanned_read(total(&ranges), true);
+            if let Some(scanned) = bytes_scanned {
+                scanned.add(total(&ranges) as usize);
+            }
+            return Ok(cut);
         }
         let bytes = ranges.iter().map(|r| r.end - r.start).max().unwrap_or(0);
         self.metrics.request(total(&ranges));

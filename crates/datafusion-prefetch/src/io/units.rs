@@ -5,10 +5,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion_datasource::PartitionedFile;
+use object_store::ObjectStore;
 use object_store::path::Path;
 
 use crate::scheduler::FileId;
-use crate::sharing::ObjectKey;
+use crate::sharing::{KeptKey, ObjectKey};
 
 /// What tells two scan units apart: the object and the byte range.
 type UnitKey = (Path, Option<(i64, i64)>);
@@ -76,6 +77,17 @@ impl ScanUnits {
             size: meta.size,
             modified: meta.last_modified.timestamp_micros(),
         }
+    }
+
+    /// The object version `id` reads in `store`, as planning kept it.
+    pub(crate) fn kept_key(&self, store: &Arc<dyn ObjectStore>, id: FileId) -> KeptKey {
+        let meta = &self.files[id].object_meta;
+        KeptKey::new(
+            store,
+            meta.location.clone(),
+            meta.size,
+            meta.last_modified.timestamp_micros(),
+        )
     }
 
     /// All the files, in id order.

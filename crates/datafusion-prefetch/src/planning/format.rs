@@ -21,6 +21,7 @@ use datafusion_datasource::file_format::FileMeta;
 use object_store::{ObjectMeta, ObjectStore};
 
 use super::read_ahead::read_footers_ahead;
+use crate::PrefetchGovernor;
 
 /// A `FileFormat` that is DataFusion's [`ParquetFormat`] in everything but
 /// one: before it infers a table's schema — which reads the footer of every
@@ -34,7 +35,10 @@ use super::read_ahead::read_footers_ahead;
 ///
 /// Under `auto` the reads also wait for room in the store's window of
 /// requests in flight, the one its scans share, which narrows when the
-/// store throttles (`503 SlowDown`).
+/// store throttles (`503 SlowDown`); and a file no larger than the
+/// `metadata_size_hint`, which the footer read reads whole, is kept (under
+/// the governor) for the scan, which then cuts its data from it instead of
+/// asking the store a second time.
 /// The reads beyond DataFusion's own are reserved in the runtime's
 /// [`PrefetchGovernor`](crate::PrefetchGovernor) while in flight; reading
 /// stops where the metadata cache would start evicting footers read ahead.
@@ -149,8 +153,19 @@ impl FileFormat for PrefetchingParquetFormat {
         objects: &[ObjectMeta],
     ) -> Result<SchemaRef> {
         let read = read_footers_ahead(state, store, objects, &self.inner).await;
-        log::debug!("footers read ahead for schema inference: {read:?}");
-        self.inner.infer_schema(state, store, objects).await
+        log::debug!(
+            "footers read ahead for schema inference: {} landed, {} failed, {} cached, {} kept",
+            read.landed,
+            read.failed,
+            read.already_cached,
+            read.kept.len()
+        );
+        let inferred = self.inner.infer_schema(state, store, objects).await;
+        if inferred.is_err() {
+            // No table, no scan: what was kept for it waits for no one.
+            PrefetchGovernor::of(state.runtime_env()).forget_kept(read.kept);
+        }
+        inferred
     }
 
     async fn infer_stats(

@@ -6,20 +6,26 @@
 
 use std::sync::{Arc, Weak};
 
+use bytes::Bytes;
 use datafusion::catalog::Session;
+use datafusion::common::{Result, exec_err};
 use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion_datasource_parquet::metadata::DFParquetMetadata;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use object_store::{ObjectMeta, ObjectStore};
+use object_store::memory::InMemory;
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
+use parquet::file::metadata::ParquetMetaData;
 
 use super::read_plan::{FooterReadLimits, FooterReadPlan, FooterStep};
 use crate::config::{PrefetchOptions, PrefetchPolicy, planning_footer_depth};
 use crate::governor::{Hold, Notice, PrefetchGovernor, Tenant};
 use crate::pacing::PacedStore;
+use crate::sharing::KeptKey;
 
 /// What one read-ahead did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct FootersRead {
     /// Footers read from the store into the metadata cache.
     pub landed: usize,
@@ -27,6 +33,8 @@ pub(crate) struct FootersRead {
     pub failed: usize,
     /// Objects whose footer was cached already.
     pub already_cached: usize,
+    /// Objects read whole and kept for the scan, under `auto`.
+    pub kept: Vec<KeptKey>,
 }
 
 /// Read the footers of `objects` into `state`'s file-metadata cache, more at
@@ -87,22 +95,43 @@ pub(crate) async fn read_footers_ahead(
         )),
         _ => Arc::clone(store),
     };
+    // Under `auto` an object the footer read reads whole is kept for the
+    // scan (known by the store planning was given, as the scan knows it).
+    let keeps = options.policy() == PrefetchPolicy::Auto;
+    let origin = store;
     let store = &paced;
     // Holds end with their reads, so the share is never asked to shed.
     let share = governor.join(Weak::<Unnotified>::new());
+    let governor = &governor;
     let read = |object: &ObjectMeta, hold: Option<Hold>| {
         let cache = Arc::clone(&cache);
         let object = object.clone();
         async move {
-            let landed = DFParquetMetadata::new(store.as_ref(), &object)
-                .with_metadata_size_hint(size_hint.map(|hint| hint as usize))
-                .with_file_metadata_cache(Some(cache))
-                .fetch_metadata()
-                .await;
+            let whole = keeps && object.size > 0 && size_hint.is_some_and(|h| object.size <= h);
+            let landed = if whole {
+                let read = read_whole(store.as_ref(), &object, size_hint, cache).await;
+                read.map(|(metadata, body)| {
+                    let key = KeptKey::new(
+                        origin,
+                        object.location.clone(),
+                        object.size,
+                        object.last_modified.timestamp_micros(),
+                    );
+                    let kept = governor.keep_whole(key.clone(), origin, body);
+                    (metadata, kept.then_some(key))
+                })
+            } else {
+                DFParquetMetadata::new(store.as_ref(), &object)
+                    .with_metadata_size_hint(size_hint.map(|hint| hint as usize))
+                    .with_file_metadata_cache(Some(cache))
+                    .fetch_metadata()
+                    .await
+                    .map(|metadata| (metadata, None))
+            };
             drop(hold);
             // The cache counts its key as well as the footer.
             let key_bytes = object.location.as_ref().len();
-            landed.map(|metadata| (metadata.memory_size() + key_bytes) as u64)
+            landed.map(|(metadata, kept)| ((metadata.memory_size() + key_bytes) as u64, kept))
         }
     };
     let mut in_flight = FuturesUnordered::new();
@@ -125,9 +154,10 @@ pub(crate) async fn read_footers_ahead(
                 in_flight.push(read(to_read[index], hold));
             }
             FooterStep::Wait | FooterStep::Done => match in_flight.next().await {
-                Some(Ok(cache_bytes)) => {
+                Some(Ok((cache_bytes, kept))) => {
                     plan.landed(cache_bytes);
                     done.landed += 1;
+                    done.kept.extend(kept);
                 }
                 Some(Err(error)) => {
                     log::debug!("footer read ahead at planning failed: {error}");
@@ -138,6 +168,37 @@ pub(crate) async fn read_footers_ahead(
             },
         }
     }
+}
+
+/// The footer of `object`, no larger than `size_hint`, into `cache` — read
+/// as DataFusion's metadata reader would read it, in one GET of the whole
+/// object — and the object's body, to keep for the scan.
+async fn read_whole(
+    store: &dyn ObjectStore,
+    object: &ObjectMeta,
+    size_hint: Option<u64>,
+    cache: Arc<FileMetadataCache>,
+) -> Result<(Arc<ParquetMetaData>, Bytes)> {
+    let body = store.get_range(&object.location, 0..object.size).await?;
+    if body.len() as u64 != object.size {
+        return exec_err!(
+            "{}: {} bytes read of an object listed at {}",
+            object.location,
+            body.len(),
+            object.size
+        );
+    }
+    // The metadata reader reads the body as it would read the store.
+    let local = InMemory::new();
+    local
+        .put(&object.location, PutPayload::from_bytes(body.clone()))
+        .await?;
+    let metadata = DFParquetMetadata::new(&local, object)
+        .with_metadata_size_hint(size_hint.map(|hint| hint as usize))
+        .with_file_metadata_cache(Some(cache))
+        .fetch_metadata()
+        .await?;
+    Ok((metadata, body))
 }
 
 /// How much of a metadata cache of `limit` bytes footers read ahead may

@@ -3,9 +3,14 @@
 //! scans of `partsupp` in TPC-H q2 and q11, which DataFusion's decorrelated
 //! plans read once for the outer query and once for the subquery, or two
 //! queries reading one table at once — the second waits for the first's
-//! request instead of sending its own.
+//! request instead of sending its own. Reads are shared with planning too:
+//! a small object `auto`'s footer read-ahead read whole is kept for the scan
+//! (the governor holds it, see `kept.rs`), which cuts its ranges from it
+//! instead of asking the store again.
 //!
 //! - `in_flight.rs`: the decisions, pure — which read is listed, who waits;
+//! - `kept.rs`: small objects planning read whole, kept for their scans —
+//!   pure too;
 //! - this module: the waiting, and telling the waiters.
 //!
 //! A waiter gets the very bytes the store answered the first scan (the same
@@ -14,6 +19,7 @@
 //! own: sharing never fails a read the store would have answered.
 
 mod in_flight;
+mod kept;
 
 use std::future::Future;
 use std::ops::Range;
@@ -28,6 +34,7 @@ use parking_lot::Mutex;
 
 pub(crate) use in_flight::ObjectKey;
 use in_flight::{InFlight, Part, ScanToken, Ticket};
+pub(crate) use kept::{KEPT_SHARE_DIVISOR, KeptKey, KeptObjects};
 
 /// How waiters get a listed read's bytes: `Err` when it ended without them.
 type Waiters = Shared<oneshot::Receiver<Bytes>>;

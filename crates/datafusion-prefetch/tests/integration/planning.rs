@@ -63,6 +63,10 @@ struct Setup {
     rate_limit: Option<RequestRateLimit>,
     /// `prefetch.file_open_depth`.
     file_open_depth: Option<usize>,
+    /// `datafusion.execution.parquet.metadata_size_hint`.
+    metadata_size_hint: Option<usize>,
+    /// The query planned, not run.
+    plan_only: bool,
 }
 
 /// `FILES` small files in a store of 5 ms per request; a fresh runtime (so
@@ -76,6 +80,8 @@ async fn plan_and_run(policy: &str, setup: Setup) -> Planned {
         create_external_table,
         rate_limit,
         file_open_depth,
+        metadata_size_hint,
+        plan_only,
     } = setup;
     let memory = InMemory::new();
     for i in 0..FILES {
@@ -107,7 +113,11 @@ async fn plan_and_run(policy: &str, setup: Setup) -> Planned {
     if let Some(limit) = limit {
         governor.set_limit(limit);
     }
-    let ctx = prefetching_session(SessionConfig::new(), runtime, Arc::new(store));
+    let mut config = SessionConfig::new();
+    if let Some(hint) = metadata_size_hint {
+        config.options_mut().execution.parquet.metadata_size_hint = Some(hint);
+    }
+    let ctx = prefetching_session(config, runtime, Arc::new(store));
     ctx.sql(&format!("SET prefetch.policy = '{policy}'"))
         .await
         .unwrap()
@@ -148,6 +158,7 @@ async fn plan_and_run(policy: &str, setup: Setup) -> Planned {
     let planning_503s = stats.throttled();
     let max_in_flight = stats.max_in_flight_gets();
     let result = match planned {
+        Ok(_) if plan_only => Ok("planned".into()),
         Ok(plan) => datafusion::physical_plan::collect(plan, ctx.task_ctx())
             .await
             .map(|batches| pretty_format_batches(&batches).unwrap().to_string())
@@ -195,16 +206,15 @@ async fn footers_read_ahead_each_once(setup: Setup) {
         "auto read {} footers at once",
         auto.max_in_flight
     );
-    // The footers read ahead landed in the cache the scans use: executing
-    // read no footer again (one GET per file for its data, and perhaps a
-    // hedge beside one slow to answer, dropped before its body is read).
-    let executed = auto.store.records()[auto.planning_gets as usize..]
-        .iter()
-        .filter(|r| r.state == RequestState::Completed)
-        .count();
-    assert_eq!(executed, FILES);
+    // Stock execution reads no footer again (they are cached) but reads each
+    // file's data: one GET per file.
+    assert_eq!(executed_gets(&off), FILES);
+    // Under `auto` each small file's footer read was the whole file, kept for
+    // the scan, which cut its data from it: no GET at all.
+    assert_eq!(executed_gets(&auto), 0);
     for run in [&off, &auto] {
         assert_eq!(run.governor.held_bytes(), 0);
+        assert_eq!(run.governor.kept_bytes(), 0, "let go as the scan ended");
         assert_eq!(run.governor.live_scans(), 0);
     }
     assert!(
@@ -213,6 +223,90 @@ async fn footers_read_ahead_each_once(setup: Setup) {
     );
     assert_eq!(off.governor.peak_held_bytes(), 0, "off reserves nothing");
     drop(auto.ctx);
+}
+
+/// GETs answered after planning.
+fn executed_gets(run: &Planned) -> usize {
+    run.store.records()[run.planning_gets as usize..]
+        .iter()
+        .filter(|r| r.state == RequestState::Completed)
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_files_the_footer_read_reads_whole_are_kept_for_the_scan() {
+    let sizes: Vec<usize> = (0..FILES)
+        .map(|i| parquet_file(i as u64 * 10, 10, 10).len())
+        .collect();
+    let (smallest, largest) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+    // A size hint below every file's size: the footer read is a suffix of
+    // each, and the scan reads its data from the store.
+    let setup = Setup {
+        metadata_size_hint: Some(smallest - 1),
+        ..Setup::default()
+    };
+    let off = plan_and_run("off", setup).await;
+    let auto = plan_and_run("auto", setup).await;
+    assert!(off.result.is_ok(), "{:?}", off.result);
+    assert_eq!(auto.result, off.result);
+    assert_eq!(executed_gets(&auto), FILES);
+    // The hint at the largest file's size: each is read whole, and kept.
+    let whole = plan_and_run(
+        "auto",
+        Setup {
+            metadata_size_hint: Some(*largest),
+            ..Setup::default()
+        },
+    )
+    .await;
+    assert_eq!(whole.result, off.result);
+    assert_eq!(whole.planning_gets, FILES as u64);
+    assert_eq!(executed_gets(&whole), 0);
+    assert!(
+        whole.governor.peak_staged_bytes() >= sizes.iter().sum::<usize>() as u64,
+        "the kept files were staged under the governor"
+    );
+    assert_eq!(whole.governor.kept_bytes(), 0);
+    assert_eq!(whole.governor.staged_bytes(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_kept_for_a_query_planned_and_not_run_stay_within_their_share() {
+    let file_size = parquet_file(0, 10, 10).len() as u64;
+    // Room in the kept share (an eighth of the limit) for about 50 files.
+    let limit = ByteSize::new(8 * 50 * file_size);
+    let planned = plan_and_run(
+        "auto",
+        Setup {
+            limit: Some(limit),
+            plan_only: true,
+            ..Setup::default()
+        },
+    )
+    .await;
+    let kept = planned.governor.kept_bytes();
+    assert!(
+        kept <= limit.as_u64() / 8 && kept > 45 * file_size,
+        "{kept} bytes kept"
+    );
+    assert!(planned.governor.held_bytes() <= limit.as_u64());
+    // Planned again, and run: the files kept are read from the kept bodies,
+    // the rest from the store.
+    let ctx = &planned.ctx;
+    let batches = ctx
+        .sql("SELECT count(*), sum(id) FROM t")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let off = plan_and_run("off", Setup::default()).await;
+    assert_eq!(
+        Ok(pretty_format_batches(&batches).unwrap().to_string()),
+        off.result
+    );
+    assert_eq!(planned.governor.kept_bytes(), 0, "the scan let them go");
+    assert_eq!(planned.governor.held_bytes(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -255,7 +349,11 @@ async fn a_corrupt_footer_fails_planning_as_it_does_under_off() {
         .expect_err("a corrupt file fails schema inference");
     assert!(error.contains("Corrupt footer"), "{error}");
     assert_eq!(auto.result, off.result);
-    assert_eq!(auto.governor.held_bytes(), 0);
+    assert_eq!(
+        auto.governor.held_bytes(),
+        0,
+        "nothing kept for a table not made"
+    );
     assert_eq!(auto.governor.live_scans(), 0);
 }
 
