@@ -247,8 +247,8 @@ impl PrefetchGovernor {
         self.kept.lock().get(key)
     }
 
-    /// Stop keeping the objects `keys` name (their scan read them, or
-    /// ended).
+    /// Stop keeping the objects `keys` name (their scan ended, or their
+    /// table's schema inference failed).
     pub(crate) fn forget_kept(&self, keys: impl IntoIterator<Item = KeptKey>) {
         let mut kept = self.kept.lock();
         if kept.len() == 0 {
