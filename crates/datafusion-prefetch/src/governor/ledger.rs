@@ -40,6 +40,23 @@ impl Notices {
     pub(crate) fn is_empty(&self) -> bool {
         self.wake.is_empty() && self.shed.is_empty()
     }
+
+    /// These notices and `later`'s: a scan the ledger marked woken in either
+    /// is told once, a scan asked to shed twice is asked for the sum.
+    pub(crate) fn merge(mut self, later: Notices) -> Notices {
+        for key in later.wake {
+            if !self.wake.contains(&key) {
+                self.wake.push(key);
+            }
+        }
+        for (key, bytes) in later.shed {
+            match self.shed.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, asked)) => *asked += bytes,
+                None => self.shed.push((key, bytes)),
+            }
+        }
+        self
+    }
 }
 
 /// Where a scan stands in asking for room.

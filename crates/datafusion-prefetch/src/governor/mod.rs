@@ -36,7 +36,7 @@ use ledger::{IDLE_AFTER, Ledger, Notices, ScanKey, Verdict};
 
 use crate::config::{ByteSize, LimitSource};
 use crate::pacing::{GatesByStore, RequestGate};
-use crate::sharing::{KEPT_SHARE_DIVISOR, KeptKey, KeptObjects, SharedReads};
+use crate::sharing::{KEPT_FOR, KEPT_SHARE_DIVISOR, KeptKey, KeptObjects, SharedReads};
 
 /// The governor's limit on a runtime whose memory pool is unbounded (the
 /// DataFusion default): four default scan budgets.
@@ -115,6 +115,11 @@ impl PrefetchGovernor {
     }
 
     fn new(limit: u64) -> Self {
+        Self::keeping_for(limit, KEPT_FOR)
+    }
+
+    /// A governor under `limit` whose kept bodies wait `kept_for` at most.
+    fn keeping_for(limit: u64, kept_for: Duration) -> Self {
         let mut ledger = Ledger::new(limit, IDLE_AFTER);
         let keeper = ledger.join_keeper(Duration::ZERO);
         Self {
@@ -123,7 +128,7 @@ impl PrefetchGovernor {
             started: Instant::now(),
             shared_reads: Arc::default(),
             request_gates: GatesByStore::default(),
-            kept: Mutex::default(),
+            kept: Mutex::new(KeptObjects::new(kept_for)),
             keeper,
         }
     }
@@ -234,7 +239,9 @@ impl PrefetchGovernor {
             let replaced = kept.keep(key, store, body, now);
             if replaced > 0 {
                 ledger.set_staged(self.keeper, kept.bytes());
-                notices = ledger.release(self.keeper, replaced);
+                // The first release marked the scans it wakes as told: its
+                // notices must still reach them.
+                notices = notices.merge(ledger.release(self.keeper, replaced));
             }
         }
         drop((ledger, kept));
@@ -584,6 +591,39 @@ mod tests {
         drop((hold, more, share));
         assert_eq!((governor.held_bytes(), governor.staged_bytes()), (0, 0));
         assert_eq!(governor.staged_over_held_violations(), 0);
+    }
+
+    #[test]
+    fn scans_woken_by_an_expiry_are_told_when_the_same_keep_replaces_a_body() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let kept_for = Duration::from_secs(1);
+        let governor = Arc::new(PrefetchGovernor::keeping_for(8 * 250, kept_for));
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let body = || Bytes::from(vec![0u8; 100]);
+        let waiter = Arc::new(Counting::default());
+        let waiting = governor.join(Arc::downgrade(&waiter) as Weak<dyn Tenant>);
+        let reading = governor.join(Weak::<Counting>::new());
+        runtime.block_on(async {
+            assert!(governor.keep_whole(kept_key(&store, "a"), &store, body()));
+            tokio::time::sleep(kept_for * 6 / 10).await;
+            assert!(governor.keep_whole(kept_key(&store, "b"), &store, body()));
+            // Over its share with another scan reading, the waiting scan does
+            // not hold the keeper up: refused, it waits for freed room.
+            let hold = waiting.try_reserve(1800, 0).expect("room");
+            assert!(waiting.try_reserve(300, 0).is_none());
+            tokio::time::sleep(kept_for * 6 / 10).await;
+            reading.read_asked();
+            // "a" is past its time ("b" not yet, unless this machine stalled
+            // for 0.4 s): its release wakes the waiting scan, and keeping
+            // "b" again releases the old "b".
+            assert!(governor.keep_whole(kept_key(&store, "b"), &store, body()));
+            tokio::task::yield_now().await;
+            assert_eq!(waiter.0.load(Ordering::SeqCst), 1, "{governor:?}");
+            drop(hold);
+        });
     }
 
     #[test]

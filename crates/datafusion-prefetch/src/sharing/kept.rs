@@ -70,16 +70,34 @@ struct Entry {
 }
 
 /// The bodies kept, oldest first.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct KeptObjects {
     entries: HashMap<KeptKey, Entry>,
     /// Keys in the order kept; a key kept again is listed again, and the
     /// older listing skipped.
     order: VecDeque<(Duration, KeptKey)>,
     bytes: u64,
+    /// How long a body waits for its scan ([`KEPT_FOR`] but in tests).
+    kept_for: Duration,
+}
+
+impl Default for KeptObjects {
+    fn default() -> Self {
+        Self::new(KEPT_FOR)
+    }
 }
 
 impl KeptObjects {
+    /// None kept yet; each body kept for `kept_for` at most.
+    pub(crate) fn new(kept_for: Duration) -> Self {
+        Self {
+            entries: HashMap::new(),
+            order: VecDeque::new(),
+            bytes: 0,
+            kept_for,
+        }
+    }
+
     /// Bytes kept.
     pub(crate) fn bytes(&self) -> u64 {
         self.bytes
@@ -90,13 +108,18 @@ impl KeptObjects {
         self.entries.len()
     }
 
-    /// Whether `body` of `key` may be kept now, `limit` bytes being the most
-    /// kept at once. Bodies past [`KEPT_FOR`] go first (their bytes are
-    /// returned, to be released); then a body that would go over `limit`
-    /// is not kept.
+    /// Whether `bytes` more may be kept now, `limit` bytes being the most
+    /// kept at once. Bodies past their time go first, and, if that leaves no
+    /// room, those of stores dropped since (the bytes of both are returned,
+    /// to be released); then a body that would go over `limit` is not kept.
     pub(crate) fn room_for(&mut self, bytes: u64, limit: u64, now: Duration) -> (bool, u64) {
-        let expired = self.expire(now);
-        (self.bytes + bytes <= limit, expired)
+        let mut freed = self.expire(now);
+        if self.bytes + bytes > limit {
+            // A walk over every entry: only when short of room, not at every
+            // one of a scan's thousands of keeps.
+            freed += self.forget_dropped_stores();
+        }
+        (self.bytes + bytes <= limit, freed)
     }
 
     /// Keep `body` as `key` at `now` (its bytes already reserved). Returns
@@ -145,17 +168,24 @@ impl KeptObjects {
         freed
     }
 
-    /// Drop the bodies kept longer than [`KEPT_FOR`] at `now`, and those of
-    /// stores dropped since; returns the bytes freed.
-    fn expire(&mut self, now: Duration) -> u64 {
+    /// Drop the bodies kept longer than their time at `now`; returns the
+    /// bytes freed.
+    pub(crate) fn expire(&mut self, now: Duration) -> u64 {
         let mut freed = 0;
         while let Some((at, _)) = self.order.front() {
-            if now.saturating_sub(*at) <= KEPT_FOR {
+            if now.saturating_sub(*at) <= self.kept_for {
                 break;
             }
             let (at, key) = self.order.pop_front().expect("looked at");
             freed += self.forget_listed(&key, Some(at));
         }
+        freed
+    }
+
+    /// Drop the bodies of stores dropped since they were kept; returns the
+    /// bytes freed.
+    pub(crate) fn forget_dropped_stores(&mut self) -> u64 {
+        let mut freed = 0;
         let gone: Vec<KeptKey> = self
             .entries
             .iter()
@@ -265,13 +295,20 @@ mod tests {
     }
 
     #[test]
-    fn the_bodies_of_a_dropped_store_go_at_the_next_look() {
+    fn the_bodies_of_a_dropped_store_go_when_room_is_short() {
         let (a, b) = (store(), store());
         let mut kept = KeptObjects::default();
         kept.keep(key(&a, "f", 10), &a, body(10), S);
         kept.keep(key(&b, "f", 5), &b, body(5), S);
         drop(a);
-        assert_eq!(kept.room_for(0, 100, 2 * S), (true, 10));
+        assert_eq!(
+            kept.room_for(0, 100, 2 * S),
+            (true, 0),
+            "room: not looked for"
+        );
+        assert_eq!(kept.bytes(), 15);
+        assert_eq!(kept.room_for(90, 100, 2 * S), (true, 10));
         assert_eq!(kept.bytes(), 5);
+        assert_eq!(kept.forget_dropped_stores(), 0);
     }
 }

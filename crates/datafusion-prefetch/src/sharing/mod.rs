@@ -34,7 +34,7 @@ use parking_lot::Mutex;
 
 pub(crate) use in_flight::ObjectKey;
 use in_flight::{InFlight, Part, ScanToken, Ticket};
-pub(crate) use kept::{KEPT_SHARE_DIVISOR, KeptKey, KeptObjects};
+pub(crate) use kept::{KEPT_FOR, KEPT_SHARE_DIVISOR, KeptKey, KeptObjects};
 
 /// How waiters get a listed read's bytes: `Err` when it ended without them.
 type Waiters = Shared<oneshot::Receiver<Bytes>>;
