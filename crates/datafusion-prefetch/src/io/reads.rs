@@ -326,8 +326,10 @@ impl ScanDriver {
             .kept(file)
             .and_then(|body| cut_all_kept(&body, &ranges))
         {
+            // Counted as the store's read below is: one request for all
+            // of the decoder's ranges.
+            self.metrics.read_kept(total(&ranges));
             for bytes in &cut {
-                self.metrics.read_kept(bytes.len() as u64);
                 self.metrics.copied(bytes.len() as u64);
             }
             self.metrics.unplanned_read(total(&ranges), true);

@@ -10,8 +10,8 @@ use datafusion::execution::cache::cache_manager::CacheManagerConfig;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_prefetch::{
-    ByteSize, PrefetchGovernor, PrefetchingParquetFormatFactory, PrefetchingParquetTable,
-    register_parquet_tables,
+    ByteSize, PrefetchGovernor, PrefetchStats, PrefetchingParquetFormatFactory,
+    PrefetchingParquetTable, prefetch_stats, register_parquet_tables,
 };
 use datafusion_prefetch_simstore::{
     RequestRateLimit, RequestState, SimulatedStore, SimulatedStoreConfig, StoreStats,
@@ -45,6 +45,8 @@ struct Planned {
     planning_503s: u64,
     max_in_flight: u64,
     result: Result<String, String>,
+    /// What the query's prefetching scans counted (none if it was not run).
+    scans: Vec<Arc<PrefetchStats>>,
 }
 
 /// How [`plan_and_run`] sets up its table.
@@ -67,6 +69,10 @@ struct Setup {
     metadata_size_hint: Option<usize>,
     /// The query planned, not run.
     plan_only: bool,
+    /// The query instead of `SELECT count(*), sum(id) FROM t`.
+    query: Option<&'static str>,
+    /// The store's time per request instead of 5 ms.
+    latency: Option<Duration>,
 }
 
 /// `FILES` small files in a store of 5 ms per request; a fresh runtime (so
@@ -82,6 +88,8 @@ async fn plan_and_run(policy: &str, setup: Setup) -> Planned {
         file_open_depth,
         metadata_size_hint,
         plan_only,
+        query,
+        latency,
     } = setup;
     let memory = InMemory::new();
     for i in 0..FILES {
@@ -98,7 +106,8 @@ async fn plan_and_run(policy: &str, setup: Setup) -> Planned {
     }
     let store = SimulatedStore::new(
         memory,
-        SimulatedStoreConfig::fixed(Duration::from_millis(5)).with_rate_limit(rate_limit),
+        SimulatedStoreConfig::fixed(latency.unwrap_or(Duration::from_millis(5)))
+            .with_rate_limit(rate_limit),
     );
     let stats = store.stats();
     let mut cache = CacheManagerConfig::default();
@@ -148,7 +157,7 @@ async fn plan_and_run(policy: &str, setup: Setup) -> Planned {
                 .await?;
             ctx.register_table("t", Arc::new(table))?;
         }
-        ctx.sql("SELECT count(*), sum(id) FROM t")
+        ctx.sql(query.unwrap_or("SELECT count(*), sum(id) FROM t"))
             .await?
             .create_physical_plan()
             .await
@@ -157,12 +166,16 @@ async fn plan_and_run(policy: &str, setup: Setup) -> Planned {
     let planning_gets = stats.get_requests();
     let planning_503s = stats.throttled();
     let max_in_flight = stats.max_in_flight_gets();
+    let mut scans = vec![];
     let result = match planned {
         Ok(_) if plan_only => Ok("planned".into()),
-        Ok(plan) => datafusion::physical_plan::collect(plan, ctx.task_ctx())
-            .await
-            .map(|batches| pretty_format_batches(&batches).unwrap().to_string())
-            .map_err(|e| e.to_string()),
+        Ok(plan) => {
+            scans = prefetch_stats(&plan);
+            datafusion::physical_plan::collect(plan, ctx.task_ctx())
+                .await
+                .map(|batches| pretty_format_batches(&batches).unwrap().to_string())
+                .map_err(|e| e.to_string())
+        }
         Err(e) => Err(e.to_string()),
     };
     Planned {
@@ -173,6 +186,7 @@ async fn plan_and_run(policy: &str, setup: Setup) -> Planned {
         planning_503s,
         max_in_flight,
         result,
+        scans,
     }
 }
 
@@ -268,6 +282,68 @@ async fn only_files_the_footer_read_reads_whole_are_kept_for_the_scan() {
     );
     assert_eq!(whole.governor.kept_bytes(), 0);
     assert_eq!(whole.governor.staged_bytes(), 0);
+}
+
+/// The sum of `count` over a run's scans.
+fn summed(run: &Planned, count: impl Fn(&PrefetchStats) -> u64) -> u64 {
+    run.scans.iter().map(|scan| count(scan)).sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_cut_from_kept_files_count_the_requests_and_bytes_they_saved() {
+    // A store as fast as a local one: `auto` reads as stock DataFusion does.
+    for latency in [Duration::from_millis(5), Duration::ZERO] {
+        kept_reads_counted_as_the_requests_they_saved(latency).await;
+    }
+}
+
+async fn kept_reads_counted_as_the_requests_they_saved(latency: Duration) {
+    // Every column: a file's reads are of several column chunks at once.
+    let query = Some("SELECT count(*), sum(id), sum(payload), count(DISTINCT tag) FROM t");
+    let latency = Some(latency);
+    let sizes: Vec<usize> = (0..FILES)
+        .map(|i| parquet_file(i as u64 * 10, 10, 10).len())
+        .collect();
+    let (smallest, largest) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+    let asked = plan_and_run(
+        "auto",
+        Setup {
+            metadata_size_hint: Some(smallest - 1),
+            query,
+            latency,
+            ..Setup::default()
+        },
+    )
+    .await;
+    let kept = plan_and_run(
+        "auto",
+        Setup {
+            metadata_size_hint: Some(*largest),
+            query,
+            latency,
+            ..Setup::default()
+        },
+    )
+    .await;
+    assert!(asked.result.is_ok(), "{:?}", asked.result);
+    assert_eq!(kept.result, asked.result);
+    assert_eq!(executed_gets(&kept), 0);
+    // What the scan asked the store for when nothing was kept (hedges
+    // aside), it cut from the kept bodies: as many requests, as many bytes.
+    let requests =
+        summed(&asked, PrefetchStats::requests) - summed(&asked, PrefetchStats::requests_hedged);
+    assert!(requests >= FILES as u64, "{latency:?}: {requests}");
+    assert_eq!(summed(&asked, PrefetchStats::requests_kept), 0);
+    assert_eq!(summed(&kept, PrefetchStats::requests), 0);
+    assert_eq!(
+        summed(&kept, PrefetchStats::requests_kept),
+        requests,
+        "{latency:?}"
+    );
+    let fetched = summed(&asked, PrefetchStats::bytes_fetched);
+    assert!(fetched > 0);
+    assert_eq!(summed(&kept, PrefetchStats::bytes_kept), fetched);
+    assert_eq!(summed(&kept, PrefetchStats::bytes_fetched), fetched);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
