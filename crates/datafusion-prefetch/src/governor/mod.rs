@@ -13,11 +13,14 @@
 //!
 //! - `ledger.rs`: the decisions, pure — shares, turns, who should shed;
 //! - `hold.rs`: a reservation, released when the last buffer holding it goes;
+//! - `keeping.rs`: what planning keeps for scans to come, and the task
+//!   that lets it go in time;
 //! - `registry.rs`: one governor per runtime.
 //!
 //! How shares flow: see [`Ledger::try_reserve`](ledger::Ledger::try_reserve).
 
 mod hold;
+mod keeping;
 mod ledger;
 mod registry;
 
@@ -25,18 +28,18 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use datafusion::execution::memory_pool::{MemoryLimit, MemoryPool};
 use datafusion::execution::runtime_env::RuntimeEnv;
 use object_store::ObjectStore;
 use parking_lot::Mutex;
 
 pub(crate) use hold::{Hold, hold_buffers};
+use keeping::Sweeper;
 use ledger::{IDLE_AFTER, Ledger, Notices, ScanKey, Verdict};
 
 use crate::config::{ByteSize, LimitSource};
 use crate::pacing::{GatesByStore, RequestGate};
-use crate::sharing::{KEPT_FOR, KEPT_SHARE_DIVISOR, KeptKey, KeptObjects, SharedReads};
+use crate::sharing::{KEPT_FOR, KeptObjects, SharedReads};
 
 /// The governor's limit on a runtime whose memory pool is unbounded (the
 /// DataFusion default): four default scan budgets.
@@ -86,6 +89,10 @@ pub struct PrefetchGovernor {
     /// them, held under the ledger's keeper account.
     kept: Mutex<KeptObjects>,
     keeper: ScanKey,
+    /// Lets kept bodies go once past their time.
+    sweeper: Arc<Sweeper>,
+    /// This governor, for the sweeper to hold weakly.
+    this: Weak<PrefetchGovernor>,
 }
 
 impl std::fmt::Debug for PrefetchGovernor {
@@ -114,15 +121,15 @@ impl PrefetchGovernor {
         registry::detached()
     }
 
-    fn new(limit: u64) -> Self {
+    fn new(limit: u64) -> Arc<Self> {
         Self::keeping_for(limit, KEPT_FOR)
     }
 
     /// A governor under `limit` whose kept bodies wait `kept_for` at most.
-    fn keeping_for(limit: u64, kept_for: Duration) -> Self {
+    fn keeping_for(limit: u64, kept_for: Duration) -> Arc<Self> {
         let mut ledger = Ledger::new(limit, IDLE_AFTER);
         let keeper = ledger.join_keeper(Duration::ZERO);
-        Self {
+        Arc::new_cyclic(|this| Self {
             ledger: Mutex::new(ledger),
             tenants: Mutex::default(),
             started: Instant::now(),
@@ -130,7 +137,9 @@ impl PrefetchGovernor {
             request_gates: GatesByStore::default(),
             kept: Mutex::new(KeptObjects::new(kept_for)),
             keeper,
-        }
+            sweeper: Arc::default(),
+            this: Weak::clone(this),
+        })
     }
 
     /// The default limit for a runtime with `pool`.
@@ -213,82 +222,6 @@ impl PrefetchGovernor {
         self.request_gates.gate(store)
     }
 
-    /// Keep `body`, the whole of the object `key` names, for a scan to read
-    /// instead of the store ([`KeptObjects`]): reserved under the
-    /// limit as staged bytes, within `1 / KEPT_SHARE_DIVISOR` of it, and
-    /// not while a scan waits for room. Returns whether it was kept.
-    pub(crate) fn keep_whole(
-        &self,
-        key: KeptKey,
-        store: &Arc<dyn ObjectStore>,
-        body: Bytes,
-    ) -> bool {
-        let bytes = body.len() as u64;
-        let now = self.now();
-        let mut kept = self.kept.lock();
-        let (room, expired) = kept.room_for(bytes, self.limit().as_u64() / KEPT_SHARE_DIVISOR, now);
-        let mut ledger = self.ledger.lock();
-        let mut notices = Notices::default();
-        if expired > 0 {
-            ledger.set_staged(self.keeper, kept.bytes());
-            notices = ledger.release(self.keeper, expired);
-        }
-        let granted =
-            room && ledger.try_reserve(self.keeper, bytes, bytes, now).0 == Verdict::Granted;
-        if granted {
-            let replaced = kept.keep(key, store, body, now);
-            if replaced > 0 {
-                ledger.set_staged(self.keeper, kept.bytes());
-                // The first release marked the scans it wakes as told: its
-                // notices must still reach them.
-                notices = notices.merge(ledger.release(self.keeper, replaced));
-            }
-        }
-        drop((ledger, kept));
-        self.deliver(notices);
-        granted
-    }
-
-    /// The whole body of the object `key` names, if planning kept it.
-    pub(crate) fn kept_whole(&self, key: &KeptKey) -> Option<Bytes> {
-        self.kept.lock().get(key)
-    }
-
-    /// Stop keeping the objects `keys` name (their scan ended, or their
-    /// table's schema inference failed).
-    pub(crate) fn forget_kept(&self, keys: impl IntoIterator<Item = KeptKey>) {
-        let mut kept = self.kept.lock();
-        if kept.len() == 0 {
-            return;
-        }
-        let freed: u64 = keys.into_iter().map(|key| kept.forget(&key)).sum();
-        self.release_kept(kept, freed);
-    }
-
-    /// Bytes kept for scans to come: small files `auto`'s planning read
-    /// whole (no larger than `metadata_size_hint`), for their scan to cut
-    /// its data from instead of asking the store again. A part of
-    /// [`Self::staged_bytes`], at most an eighth of the limit, given back
-    /// first when a scan is short of room.
-    pub fn kept_bytes(&self) -> u64 {
-        self.kept.lock().bytes()
-    }
-
-    /// Let go of `freed` kept bytes, `kept` what is left: the keeper's
-    /// staged figure falls before its hold.
-    fn release_kept(&self, kept: parking_lot::MutexGuard<'_, KeptObjects>, freed: u64) {
-        if freed == 0 {
-            return;
-        }
-        let notices = {
-            let mut ledger = self.ledger.lock();
-            ledger.set_staged(self.keeper, kept.bytes());
-            ledger.release(self.keeper, freed)
-        };
-        drop(kept);
-        self.deliver(notices);
-    }
-
     /// A new scan joins; `tenant` is how it is told of freed room.
     pub(crate) fn join(self: &Arc<Self>, tenant: Weak<dyn Tenant>) -> ScanShare {
         let key = self.ledger.lock().join(self.now());
@@ -369,6 +302,13 @@ impl PrefetchGovernor {
 
     fn set_staged(&self, key: ScanKey, staged: u64) {
         self.ledger.lock().set_staged(key, staged);
+    }
+}
+
+impl Drop for PrefetchGovernor {
+    fn drop(&mut self) {
+        // Its sweeper need not wait for its time to find it gone.
+        self.sweeper.wake.notify_one();
     }
 }
 
@@ -467,7 +407,7 @@ mod tests {
     use super::*;
 
     #[derive(Default)]
-    struct Counting(AtomicUsize);
+    pub(super) struct Counting(pub(super) AtomicUsize);
 
     impl Tenant for Counting {
         fn notify(&self, _: Notice) {
@@ -477,7 +417,7 @@ mod tests {
 
     /// A governor with room for one 100-byte hold, `waiter` refused.
     fn full(waiter: &Arc<Counting>) -> (Arc<PrefetchGovernor>, ScanShare, ScanShare, Hold) {
-        let governor = Arc::new(PrefetchGovernor::new(100));
+        let governor = PrefetchGovernor::new(100);
         let holder = governor.join(Weak::<Counting>::new());
         let tenant: Weak<dyn Tenant> = Arc::downgrade(waiter) as Weak<dyn Tenant>;
         let waiting = governor.join(tenant);
@@ -540,7 +480,7 @@ mod tests {
 
     #[test]
     fn releasing_a_hold_before_lowering_staged_is_counted() {
-        let governor = Arc::new(PrefetchGovernor::new(1000));
+        let governor = PrefetchGovernor::new(1000);
         let share = governor.join(Weak::<Counting>::new());
         let hold = share.try_reserve(100, 100).expect("room");
         share.set_staged(0);
@@ -553,82 +493,9 @@ mod tests {
         assert_eq!(share.violations(), 1);
     }
 
-    fn kept_key(store: &Arc<dyn ObjectStore>, name: &str) -> KeptKey {
-        KeptKey::new(store, object_store::path::Path::from(name), 100, 0)
-    }
-
-    #[test]
-    fn kept_bodies_are_staged_within_their_share_and_shed_for_a_scan() {
-        let governor = Arc::new(PrefetchGovernor::new(8 * 250));
-        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
-        let body = || Bytes::from(vec![0u8; 100]);
-        // An eighth of the limit: two bodies, not three.
-        assert!(governor.keep_whole(kept_key(&store, "a"), &store, body()));
-        assert!(governor.keep_whole(kept_key(&store, "b"), &store, body()));
-        assert!(!governor.keep_whole(kept_key(&store, "c"), &store, body()));
-        assert_eq!(governor.kept_bytes(), 200);
-        assert_eq!((governor.held_bytes(), governor.staged_bytes()), (200, 200));
-        assert_eq!(governor.live_scans(), 0);
-        assert!(governor.kept_whole(&kept_key(&store, "a")).is_some());
-
-        // A scan short of room gets the kept bytes back, oldest first.
-        let share = governor.join(Weak::<Counting>::new());
-        share.read_asked();
-        let hold = share.try_reserve(1750, 0).expect("room");
-        assert!(share.try_reserve(100, 0).is_none(), "refused: 2050 > 2000");
-        assert_eq!(governor.kept_bytes(), 100);
-        assert!(governor.kept_whole(&kept_key(&store, "a")).is_none());
-        let more = share.try_reserve(100, 0).expect("room given back");
-        // Asked again, the keeper gives back the rest.
-        assert!(share.try_reserve(100, 0).is_none());
-        assert_eq!(governor.kept_bytes(), 0);
-        assert!(share.try_reserve(100, 0).is_some());
-        // Kept bodies are let go once their scan is over.
-        assert!(governor.keep_whole(kept_key(&store, "d"), &store, body()));
-        assert_eq!(governor.kept_bytes(), 100);
-        governor.forget_kept([kept_key(&store, "d")]);
-        assert_eq!(governor.kept_bytes(), 0);
-        drop((hold, more, share));
-        assert_eq!((governor.held_bytes(), governor.staged_bytes()), (0, 0));
-        assert_eq!(governor.staged_over_held_violations(), 0);
-    }
-
-    #[test]
-    fn scans_woken_by_an_expiry_are_told_when_the_same_keep_replaces_a_body() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
-        let kept_for = Duration::from_secs(1);
-        let governor = Arc::new(PrefetchGovernor::keeping_for(8 * 250, kept_for));
-        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
-        let body = || Bytes::from(vec![0u8; 100]);
-        let waiter = Arc::new(Counting::default());
-        let waiting = governor.join(Arc::downgrade(&waiter) as Weak<dyn Tenant>);
-        let reading = governor.join(Weak::<Counting>::new());
-        runtime.block_on(async {
-            assert!(governor.keep_whole(kept_key(&store, "a"), &store, body()));
-            tokio::time::sleep(kept_for * 6 / 10).await;
-            assert!(governor.keep_whole(kept_key(&store, "b"), &store, body()));
-            // Over its share with another scan reading, the waiting scan does
-            // not hold the keeper up: refused, it waits for freed room.
-            let hold = waiting.try_reserve(1800, 0).expect("room");
-            assert!(waiting.try_reserve(300, 0).is_none());
-            tokio::time::sleep(kept_for * 6 / 10).await;
-            reading.read_asked();
-            // "a" is past its time ("b" not yet, unless this machine stalled
-            // for 0.4 s): its release wakes the waiting scan, and keeping
-            // "b" again releases the old "b".
-            assert!(governor.keep_whole(kept_key(&store, "b"), &store, body()));
-            tokio::task::yield_now().await;
-            assert_eq!(waiter.0.load(Ordering::SeqCst), 1, "{governor:?}");
-            drop(hold);
-        });
-    }
-
     #[test]
     fn a_hold_let_go_as_its_scan_ends_lowers_staged_first() {
-        let governor = Arc::new(PrefetchGovernor::new(1000));
+        let governor = PrefetchGovernor::new(1000);
         let share = governor.join(Weak::<Counting>::new());
         let kept = share.try_reserve(50, 50).expect("room");
         let failed = share.try_reserve(100, 100).expect("room");

@@ -35,7 +35,7 @@ pub(super) fn governor_of(pool: &Arc<dyn MemoryPool>) -> Arc<PrefetchGovernor> {
         return Arc::clone(governor);
     }
     let limit = PrefetchGovernor::default_limit(pool.as_ref());
-    let governor = Arc::new(PrefetchGovernor::new(limit.as_u64()));
+    let governor = PrefetchGovernor::new(limit.as_u64());
     governors.push((Arc::downgrade(pool), Arc::clone(&governor)));
     governor
 }

@@ -122,6 +122,13 @@ impl KeptObjects {
         (self.bytes + bytes <= limit, freed)
     }
 
+    /// When the oldest listing's body is past its time, if any body is kept:
+    /// the earliest a body can expire (nothing may go then, if that body
+    /// was forgotten or kept again since).
+    pub(crate) fn next_expiry(&self) -> Option<Duration> {
+        self.order.front().map(|(at, _)| *at + self.kept_for)
+    }
+
     /// Keep `body` as `key` at `now` (its bytes already reserved). Returns
     /// the bytes of a body it replaces.
     pub(crate) fn keep(
@@ -310,5 +317,20 @@ mod tests {
         assert_eq!(kept.room_for(90, 100, 2 * S), (true, 10));
         assert_eq!(kept.bytes(), 5);
         assert_eq!(kept.forget_dropped_stores(), 0);
+    }
+
+    #[test]
+    fn the_next_expiry_is_the_oldest_body_s() {
+        let a = store();
+        let mut kept = KeptObjects::new(10 * S);
+        assert_eq!(kept.next_expiry(), None);
+        kept.keep(key(&a, "f", 10), &a, body(10), S);
+        kept.keep(key(&a, "g", 10), &a, body(10), 3 * S);
+        assert_eq!(kept.next_expiry(), Some(11 * S));
+        assert_eq!(kept.expire(11 * S), 0, "not past its time yet");
+        assert_eq!(kept.expire(12 * S), 10);
+        assert_eq!(kept.next_expiry(), Some(13 * S));
+        kept.forget(&key(&a, "g", 10));
+        assert_eq!(kept.next_expiry(), None, "nothing kept");
     }
 }
