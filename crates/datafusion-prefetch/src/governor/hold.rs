@@ -82,7 +82,7 @@ mod tests {
 
     #[test]
     fn the_hold_goes_with_the_last_slice_of_the_last_buffer() {
-        let governor = Arc::new(PrefetchGovernor::new(1000));
+        let governor = PrefetchGovernor::new(1000);
         let share = governor.join(std::sync::Weak::<NoTenant>::new());
         let hold = share.try_reserve(300, 0).expect("room");
         assert_eq!(governor.held_bytes(), 300);

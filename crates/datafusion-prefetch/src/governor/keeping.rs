@@ -18,17 +18,26 @@ use super::PrefetchGovernor;
 use super::ledger::{Notices, Verdict};
 use crate::sharing::{KEPT_SHARE_DIVISOR, KeptKey, KeptObjects};
 
-/// The sweeper looks no more often than this, however close the next
-/// expiry: a body may stay up to this long past its time, and the bodies
-/// of thousands of files kept over a planning of seconds are not walked
-/// (for those of dropped stores) once per file.
+/// The sweeper waits at least this long between looks unless woken,
+/// however close the next expiry: a body may stay up to this long past its
+/// time, and the bodies of thousands of files kept over a planning of
+/// seconds are not walked (for those of dropped stores) once per file.
 const SWEEP_AT_MOST_EVERY: Duration = Duration::from_secs(1);
 
-/// A governor's sweeper: at most one task, running while anything is
-/// kept and a runtime can run it.
+/// A governor's sweeper: one task waiting at most (an ending task and the
+/// next may overlap for a moment), while anything is kept and a runtime
+/// can run it.
+///
+/// It runs on the runtime of the keep that armed it. While that runtime
+/// lives and is not driven (a current-thread runtime no longer blocked on)
+/// no other sweeper starts, and bodies past their time go, as they do off
+/// any runtime, at the next keep or when a scan is short of room.
 #[derive(Debug, Default)]
 pub(super) struct Sweeper {
-    /// A task is spawned and has not ended.
+    /// A task is spawned and has not found nothing kept: cleared when it
+    /// does, or when the task is dropped (its runtime shut down, or the
+    /// governor is gone). A task that panicked (a runtime without timers)
+    /// leaves it set, so that no keep starts another to panic again.
     armed: AtomicBool,
     /// Wakes the task before its time: nothing is kept any more, or the
     /// governor is gone.
@@ -36,12 +45,15 @@ pub(super) struct Sweeper {
 }
 
 /// Disarms the sweeper when its task ends any other way than by finding
-/// nothing kept: its runtime shut down, or the governor is gone.
+/// nothing kept: its runtime shut down, or the governor is gone — but not
+/// when it panicked.
 struct Disarm(Option<Arc<Sweeper>>);
 
 impl Drop for Disarm {
     fn drop(&mut self) {
-        if let Some(sweeper) = &self.0 {
+        if let Some(sweeper) = &self.0
+            && !std::thread::panicking()
+        {
             sweeper.armed.store(false, Ordering::SeqCst);
         }
     }
@@ -161,6 +173,9 @@ impl PrefetchGovernor {
                     None => return,
                 };
                 let sweeper = disarm.0.as_ref().expect("armed");
+                // On tokio's clock, while kept bodies are timed on std's: on
+                // a paused clock (tests) this wait advances the clock.
+                // No test pauses it with bodies kept.
                 let _ =
                     tokio::time::timeout(wait.max(SWEEP_AT_MOST_EVERY), sweeper.wake.notified())
                         .await;
@@ -187,6 +202,13 @@ impl PrefetchGovernor {
     #[cfg(test)]
     fn sweeping(&self) -> bool {
         self.sweeper.armed.load(Ordering::SeqCst)
+    }
+
+    /// Keep the sweeper from starting: only keeps let bodies go.
+    #[cfg(test)]
+    fn without_sweeper(self: Arc<Self>) -> Arc<Self> {
+        self.sweeper.armed.store(true, Ordering::SeqCst);
+        self
     }
 }
 
@@ -249,7 +271,9 @@ mod tests {
             .build()
             .unwrap();
         let kept_for = Duration::from_secs(1);
-        let governor = PrefetchGovernor::keeping_for(8 * 250, kept_for);
+        // The keep must find "a" past its time: a sweeper would let it go
+        // (and wake the scan) first.
+        let governor = PrefetchGovernor::keeping_for(8 * 250, kept_for).without_sweeper();
         let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
         let waiter = Arc::new(Counting::default());
         let waiting = governor.join(Arc::downgrade(&waiter) as Weak<dyn Tenant>);
@@ -346,6 +370,26 @@ mod tests {
             assert!(governor.sweeping());
             assert!(until(|| governor.kept_bytes() == 0).await, "{governor:?}");
         });
+    }
+
+    #[test]
+    fn a_sweeper_that_panicked_is_not_started_again() {
+        let governor = PrefetchGovernor::keeping_for(8 * 250, Duration::from_millis(100));
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        // No timers: the sweeper's wait panics.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            assert!(governor.keep_whole(kept_key(&store, "a"), &store, body()));
+            for _ in 0..10 {
+                tokio::task::yield_now().await;
+            }
+            assert!(governor.sweeping(), "left armed");
+            // Keeps go on, each letting go what is past its time.
+            assert!(governor.keep_whole(kept_key(&store, "b"), &store, body()));
+        });
+        assert_eq!(governor.kept_bytes(), 200);
     }
 
     #[test]
