@@ -5,7 +5,11 @@
 //! over the simulated store. Reported per policy: throughput, query latency
 //! percentiles, the peak of all scans' staged bytes (sampled every 5 ms, and
 //! the governor's exact peak), the peak process RSS, failed queries, and
-//! whether every result matched `off`'s.
+//! whether every result matched `off`'s; what the store saw (requests,
+//! attempts, `503`s) and the process's CPU time per query; and for `auto`,
+//! what its store's window of requests in flight did (its limit, cuts by
+//! cause, reads ahead withdrawn, how long reads ahead and the decoders
+//! waiting on them waited for room, and the limit every 100 ms).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -18,8 +22,10 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
-use datafusion_prefetch::{ByteSize, PrefetchGovernor, PrefetchOptions, enable_prefetch};
-use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig};
+use datafusion_prefetch::{
+    ByteSize, PrefetchGovernor, PrefetchOptions, RequestWindowStats, enable_prefetch,
+};
+use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig, StoreStats};
 use datafusion_prefetch_testdata::{Numbers, SplitMix64, checksum};
 use object_store::ObjectStore;
 use serde::Serialize;
@@ -88,6 +94,71 @@ struct PolicySummary {
     peak_rss_bytes: u64,
     failed_queries: usize,
     matches_off: bool,
+    /// GETs the store received (each request once, retries not counted).
+    requests: u64,
+    /// Every request the store received, each retry after a `503` one more.
+    attempts: u64,
+    /// `503 SlowDown` answers.
+    throttled: u64,
+    /// The process's CPU time (user + system) over the run, per query.
+    cpu_ms_per_query: f64,
+    /// The store's window of requests in flight (`auto` only).
+    window: Option<WindowSummary>,
+}
+
+/// What `auto`'s window of requests in flight to the store did in one run.
+#[derive(Debug, Clone, Serialize)]
+struct WindowSummary {
+    limit_at_end: u32,
+    peak_limit: u32,
+    cuts_on_slow_answers: u64,
+    cuts_on_refusals: u64,
+    cuts_on_give_ups: u64,
+    withdrawn: u64,
+    hedges: u64,
+    reads_ahead_queued: u64,
+    /// Time reads ahead waited for room, summed.
+    queued_ms: f64,
+    /// The part of it a decoder waited on the read.
+    queued_while_wanted_ms: f64,
+    /// `(ms since the run started, limit, in flight)` every 100 ms.
+    timeline: Vec<(u64, u32, u32)>,
+}
+
+impl WindowSummary {
+    fn new(window: &RequestWindowStats, timeline: Vec<(u64, u32, u32)>) -> Self {
+        Self {
+            limit_at_end: window.limit,
+            peak_limit: window.peak_limit,
+            cuts_on_slow_answers: window.cuts_on_slow_answers,
+            cuts_on_refusals: window.cuts_on_refusals,
+            cuts_on_give_ups: window.cuts_on_give_ups,
+            withdrawn: window.withdrawn,
+            hedges: window.hedges,
+            reads_ahead_queued: window.reads_ahead_queued,
+            queued_ms: window.queued.as_secs_f64() * 1e3,
+            queued_while_wanted_ms: window.queued_while_wanted.as_secs_f64() * 1e3,
+            timeline,
+        }
+    }
+}
+
+/// The process's CPU time so far (Linux: user + system, from
+/// `/proc/self/stat`, in clock ticks of 10 ms).
+fn cpu_time() -> Duration {
+    let ticks = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|stat| {
+            // Fields after the command name, which is in parentheses.
+            let rest = stat.rsplit_once(')')?.1;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            // utime and stime are fields 14 and 15 of the whole line.
+            let utime: u64 = fields.get(11)?.parse().ok()?;
+            let stime: u64 = fields.get(12)?.parse().ok()?;
+            Some(utime + stime)
+        })
+        .unwrap_or(0);
+    Duration::from_millis(ticks * 10)
 }
 
 /// The process's resident set now (Linux), in bytes.
@@ -122,8 +193,13 @@ fn client_order(queries: &[Query], seed: u64, client: usize) -> Vec<Query> {
     order
 }
 
-/// One runtime and one context for every client of `policy`.
-async fn context(suite: &Suite, policy: &str, config: &ConcurrentConfig) -> Result<SessionContext> {
+/// One runtime and one context for every client of `policy`, and its
+/// store's counters.
+async fn context(
+    suite: &Suite,
+    policy: &str,
+    config: &ConcurrentConfig,
+) -> Result<(SessionContext, Arc<StoreStats>)> {
     let mut runtime = RuntimeEnvBuilder::new();
     if let Some(limit) = config.pool_limit {
         runtime = runtime.with_memory_pool(Arc::new(FairSpillPool::new(limit.as_usize())));
@@ -147,6 +223,7 @@ async fn context(suite: &Suite, policy: &str, config: &ConcurrentConfig) -> Resu
     let files = crate::run::preload(&suite.data_dir).await?;
     let store =
         SimulatedStore::new(files, config.store).with_attempt_observer(crate::run::tell_scans);
+    let stats = store.stats();
     let store: Arc<dyn ObjectStore> = Arc::new(store);
     ctx.register_object_store(&Url::parse("sim://bench").expect("valid url"), store);
     for table in &suite.tables {
@@ -158,7 +235,7 @@ async fn context(suite: &Suite, policy: &str, config: &ConcurrentConfig) -> Resu
         .await?;
     }
     set_prefetch(&ctx, policy, &config.settings).await?;
-    Ok(ctx)
+    Ok((ctx, stats))
 }
 
 async fn run_query(ctx: &SessionContext, query: &Query) -> (f64, Result<(usize, String)>) {
@@ -177,23 +254,34 @@ async fn run_policy(
     policy: &str,
     config: &ConcurrentConfig,
 ) -> Result<(Vec<QueryRun>, PolicySummary)> {
-    let ctx = context(suite, policy, config).await?;
+    let (ctx, store) = context(suite, policy, config).await?;
     let governor = PrefetchGovernor::of(&ctx.runtime_env());
     let violations_before = governor.staged_over_held_violations();
+    let store_before = store.snapshot();
     let done = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let cpu_before = cpu_time();
     let sampler = {
         let (governor, done) = (Arc::clone(&governor), Arc::clone(&done));
         tokio::spawn(async move {
             let (mut staged, mut rss) = (0u64, 0u64);
+            let mut timeline = vec![];
+            let mut sample = 0u64;
             while !done.load(Ordering::SeqCst) {
                 staged = staged.max(governor.staged_bytes());
                 rss = rss.max(rss_bytes());
+                if sample.is_multiple_of(20)
+                    && let Some(window) = governor.request_windows().first()
+                {
+                    let at = started.elapsed().as_millis() as u64;
+                    timeline.push((at, window.limit, window.in_flight));
+                }
+                sample += 1;
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            (staged, rss)
+            (staged, rss, timeline)
         })
     };
-    let started = Instant::now();
     let clients: Vec<_> = (0..config.clients)
         .map(|client| {
             let ctx = ctx.clone();
@@ -230,8 +318,10 @@ async fn run_policy(
         );
     }
     let wall_ms = started.elapsed().as_secs_f64() * 1e3;
+    let cpu = cpu_time().saturating_sub(cpu_before);
+    let store_after = store.snapshot();
     done.store(true, Ordering::SeqCst);
-    let (peak_staged, peak_rss) = sampler
+    let (peak_staged, peak_rss, timeline) = sampler
         .await
         .map_err(|e| datafusion::common::DataFusionError::External(Box::new(e)))?;
     let mut latencies: Vec<f64> = runs
@@ -261,6 +351,14 @@ async fn run_policy(
         peak_rss_bytes: peak_rss,
         failed_queries: failed,
         matches_off: true,
+        requests: store_after.get_requests - store_before.get_requests,
+        attempts: store_after.attempts() - store_before.attempts(),
+        throttled: store_after.throttled - store_before.throttled,
+        cpu_ms_per_query: cpu.as_secs_f64() * 1e3 / runs.len().max(1) as f64,
+        window: governor
+            .request_windows()
+            .first()
+            .map(|window| WindowSummary::new(window, timeline)),
     };
     Ok((runs, summary))
 }
@@ -281,13 +379,14 @@ pub async fn run(suite: &Suite, config: &ConcurrentConfig) -> Result<bool> {
         );
         let (runs, summary) = run_policy(suite, policy, config).await?;
         eprintln!(
-            "concurrent: {policy}: {:.1} queries/min, p50 {:.0} ms, p95 {:.0} ms, peak staged {:.1} MiB of {:.1} MiB, {} failed",
+            "concurrent: {policy}: {:.1} queries/min, p50 {:.0} ms, p95 {:.0} ms, peak staged {:.1} MiB of {:.1} MiB, {} failed, {:.0} ms CPU per query",
             summary.queries_per_min,
             summary.p50_ms,
             summary.p95_ms,
             summary.peak_total_staged_bytes_exact as f64 / (1 << 20) as f64,
             summary.governor_limit_bytes as f64 / (1 << 20) as f64,
-            summary.failed_queries
+            summary.failed_queries,
+            summary.cpu_ms_per_query
         );
         all_runs.extend(runs);
         summaries.push(summary);
@@ -406,6 +505,32 @@ fn markdown(suite: &Suite, config: &ConcurrentConfig, summaries: &[PolicySummary
             mib(s.peak_rss_bytes),
             s.failed_queries,
             if s.matches_off { "yes" } else { "NO" }
+        ));
+    }
+    out.push_str("\n| policy | requests | attempts | 503s | CPU ms / query | window now / peak | cuts (slow / 503 / gave up) | withdrawn | hedges | reads ahead queued | queued s | decoders waiting s |\n");
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for s in summaries {
+        let window = s.window.as_ref().map_or_else(
+            || "| - | - | - | - | - | - | - |".to_string(),
+            |w| {
+                format!(
+                    "| {} / {} | {} / {} / {} | {} | {} | {} | {:.1} | {:.1} |",
+                    w.limit_at_end,
+                    w.peak_limit,
+                    w.cuts_on_slow_answers,
+                    w.cuts_on_refusals,
+                    w.cuts_on_give_ups,
+                    w.withdrawn,
+                    w.hedges,
+                    w.reads_ahead_queued,
+                    w.queued_ms / 1e3,
+                    w.queued_while_wanted_ms / 1e3
+                )
+            },
+        );
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {:.0} {window}\n",
+            s.policy, s.requests, s.attempts, s.throttled, s.cpu_ms_per_query
         ));
     }
     out

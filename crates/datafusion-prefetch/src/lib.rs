@@ -104,6 +104,7 @@ pub use config::{
 pub use governor::{DEFAULT_MEMORY_LIMIT, POOL_LIMIT_DIVISOR, PrefetchGovernor};
 pub use late_scans::PrefetchLateScanRule;
 pub use metrics::PrefetchStats;
+pub use pacing::RequestWindowStats;
 pub use plan_scans::{prefetch_stats, prefetching_scan};
 pub use planning::{PrefetchingParquetFormat, PrefetchingParquetFormatFactory};
 pub use profiles::StoreProfiles;

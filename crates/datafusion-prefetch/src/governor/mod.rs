@@ -38,7 +38,7 @@ use keeping::Sweeper;
 use ledger::{IDLE_AFTER, Ledger, Notices, ScanKey, Verdict};
 
 use crate::config::{ByteSize, LimitSource};
-use crate::pacing::{GatesByStore, RequestGate};
+use crate::pacing::{GatesByStore, RequestGate, RequestWindowStats};
 use crate::sharing::{KEPT_FOR, KeptObjects, SharedReads};
 
 /// The governor's limit on a runtime whose memory pool is unbounded (the
@@ -203,6 +203,17 @@ impl PrefetchGovernor {
     /// Prefetching scans running now.
     pub fn live_scans(&self) -> usize {
         self.ledger.lock().live_scans()
+    }
+
+    /// The windows of requests in flight to the stores this runtime's
+    /// `auto` scans read (one per store, in no set order; see
+    /// [`RequestWindowStats`]).
+    pub fn request_windows(&self) -> Vec<RequestWindowStats> {
+        self.request_gates
+            .all()
+            .iter()
+            .map(|gate| gate.stats().into())
+            .collect()
     }
 
     fn now(&self) -> Duration {

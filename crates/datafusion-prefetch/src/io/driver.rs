@@ -363,6 +363,7 @@ impl ScanDriver {
             metrics: &self.metrics,
             pacing: self.pacing.as_ref(),
             demand: false,
+            wanted: None,
         }
     }
 

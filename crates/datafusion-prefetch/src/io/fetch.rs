@@ -17,7 +17,7 @@ use object_store::{GetOptions, GetResult, ObjectStore};
 use super::hedge::{Answered, first_of_two};
 use super::sink::{Reports, report};
 use crate::metrics::ScanMetrics;
-use crate::pacing::{Outcome, Pacing};
+use crate::pacing::{Outcome, Pacing, Wanted};
 use crate::scheduler::{Event, RequestPlan};
 use crate::sharing::{ObjectKey, ReadSharing};
 
@@ -69,6 +69,8 @@ pub(crate) struct Sending<'a> {
     /// The GETs are a read a decoder waits on: they do not wait for room
     /// (they count in flight all the same).
     pub demand: bool,
+    /// Told when a decoder comes to wait on these GETs (a read ahead).
+    pub wanted: Option<&'a Wanted>,
 }
 
 impl Sending<'_> {
@@ -132,7 +134,7 @@ pub(crate) async fn fetch_planned(
         let send = || first_answer(store, location, options.clone(), sending);
         let (permit, started, answered) = match sending.pacing {
             Some(pacing) => {
-                let sent = pacing.request(sending.demand, send).await;
+                let sent = pacing.request(sending.demand, sending.wanted, send).await;
                 if sent.withdrawn > 0 {
                     sending.metrics.requests_withdrawn(sent.withdrawn);
                 }

@@ -16,6 +16,7 @@ use super::fetch::{Sending, SharedObject, ShortBodies, Target, fetch_planned};
 use super::sink::{Reports, report};
 use super::tasks::{ScanTask, SharedResult, Slot};
 use crate::governor::{Hold, PrefetchGovernor, hold_buffers};
+use crate::pacing::Wanted;
 use crate::scheduler::{Event, FetchId, Part, RequestPlan};
 use crate::sharing::{KeptKey, ObjectKey, ReadSharing};
 
@@ -40,6 +41,8 @@ pub(crate) struct Fetches {
     riding: Mutex<HashSet<FetchId>>,
     /// The longest a fetch has taken, to tell a slow one from a stalled one.
     slowest_micros: Arc<AtomicU64>,
+    /// Told when a reader comes to wait on the fetch, until it is released.
+    wanted: Mutex<HashMap<FetchId, Arc<Wanted>>>,
 }
 
 impl Fetches {
@@ -58,6 +61,7 @@ impl Fetches {
             landing: Mutex::default(),
             riding: Mutex::default(),
             slowest_micros: Arc::default(),
+            wanted: Mutex::default(),
         }
     }
 
@@ -92,6 +96,8 @@ impl Fetches {
         let metrics = sending.metrics.clone();
         let hedge_after = sending.after.cloned();
         let pacing = sending.pacing.cloned();
+        let wanted = Arc::new(Wanted::default());
+        self.wanted.lock().insert(id, Arc::clone(&wanted));
         let slot = Slot::spawn(
             "prefetch task",
             task.run(async move {
@@ -102,6 +108,7 @@ impl Fetches {
                     metrics: &metrics,
                     pacing: pacing.as_ref(),
                     demand: false,
+                    wanted: Some(&wanted),
                 };
                 let shared = SharedObject {
                     sharing: &sharing,
@@ -180,10 +187,21 @@ impl Fetches {
         self.riding.lock().contains(&id)
     }
 
-    /// The fetches `parts` are served from, to await. Taken when the read is
-    /// planned: serving a piece whole releases its fetch, and the release
-    /// drops the scan's handle on it.
+    /// The fetches `parts` are served from, to await, each told that a
+    /// reader now waits on it. Taken when the read is planned: serving a
+    /// piece whole releases its fetch, and the release drops the scan's
+    /// handle on it.
     pub(crate) fn serving(&self, parts: &[Part]) -> HashMap<FetchId, SharedResult<Buffers>> {
+        {
+            let wanted = self.wanted.lock();
+            for part in parts {
+                if let Part::Staged { id, .. } = part
+                    && let Some(wanted) = wanted.get(id)
+                {
+                    wanted.want();
+                }
+            }
+        }
         let slots = self.slots.lock();
         parts
             .iter()
@@ -198,6 +216,7 @@ impl Fetches {
     /// still in flight is stopped; otherwise a reader may be awaiting it: it
     /// lands, but stays stoppable by a stall or the scan's end.
     pub(crate) fn release(&self, id: FetchId, abort: bool) {
+        self.wanted.lock().remove(&id);
         let slot = {
             let mut slots = self.slots.lock();
             if self.riding.lock().remove(&id) {
@@ -221,6 +240,7 @@ impl Fetches {
     /// and forget it (the scheduler has dropped its pieces: readers served
     /// from it fall back to demand reads).
     pub(crate) fn abandon(&self, id: FetchId) {
+        self.wanted.lock().remove(&id);
         let landing = self.landing.lock().remove(&id);
         let staged = self.slots.lock().remove(&id).and_then(|s| s.abort);
         for handle in landing.into_iter().chain(staged) {
@@ -245,6 +265,7 @@ impl Fetches {
             handle.abort();
         }
         self.riding.lock().clear();
+        self.wanted.lock().clear();
     }
 }
 

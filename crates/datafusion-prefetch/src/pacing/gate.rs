@@ -3,15 +3,16 @@
 //! store, and the waiting for room in it.
 
 use std::future::Future;
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::task::futures::TaskLocalFuture;
 
 use super::outcome::Outcome;
-use super::window::{RequestWindow, Ticket};
+use super::window::{RequestWindow, Ticket, WindowCounts};
 
 /// Requests one store may have in flight from one runtime's `auto` scans
 /// before it has throttled: high enough that it never binds a store that
@@ -26,6 +27,35 @@ pub(crate) struct RequestGate {
     room: Notify,
     /// Woken by a cut that withdraws reads ahead.
     withdrawing: Notify,
+    waits: WaitCounts,
+}
+
+/// How long reads ahead waited for room, summed (microseconds).
+#[derive(Debug, Default)]
+struct WaitCounts {
+    /// Reads ahead that found no room at first.
+    queued: AtomicU64,
+    queued_micros: AtomicU64,
+    /// The part of that wait after a decoder came to need the read.
+    wanted_micros: AtomicU64,
+}
+
+/// A read ahead a decoder may come to wait on: told when it does
+/// ([`Self::want`]), so that its wait for room can be seen for what it is.
+#[derive(Debug, Default)]
+pub(crate) struct Wanted {
+    since: OnceLock<tokio::time::Instant>,
+}
+
+impl Wanted {
+    /// A decoder waits on the read now.
+    pub(crate) fn want(&self) {
+        let _ = self.since.set(tokio::time::Instant::now());
+    }
+
+    fn since(&self) -> Option<tokio::time::Instant> {
+        self.since.get().copied()
+    }
 }
 
 impl Default for RequestGate {
@@ -40,12 +70,43 @@ impl RequestGate {
             window: Mutex::new(RequestWindow::new(max)),
             room: Notify::new(),
             withdrawing: Notify::new(),
+            waits: WaitCounts::default(),
         }
     }
 
     /// A request, once the window has room for it. Dropping the future
     /// while it waits holds nothing.
+    #[cfg(test)]
     pub(crate) async fn send(self: &Arc<Self>) -> Permit {
+        self.send_wanted(None).await
+    }
+
+    /// [`Self::send`], its wait counted, and the part of it after a decoder
+    /// came to need it (`wanted`).
+    async fn send_wanted(self: &Arc<Self>, wanted: Option<&Wanted>) -> Permit {
+        if let Some(ticket) = self.window.lock().try_send() {
+            return self.permit(ticket);
+        }
+        // Tokio's clock, which tests can pause.
+        let queued = tokio::time::Instant::now();
+        let permit = self.wait_for_room().await;
+        let now = tokio::time::Instant::now();
+        let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.waits.queued.fetch_add(1, Ordering::Relaxed);
+        self.waits
+            .queued_micros
+            .fetch_add(micros(now - queued), Ordering::Relaxed);
+        if let Some(since) = wanted.and_then(Wanted::since) {
+            let from = since.max(queued);
+            self.waits.wanted_micros.fetch_add(
+                micros(now.saturating_duration_since(from)),
+                Ordering::Relaxed,
+            );
+        }
+        permit
+    }
+
+    async fn wait_for_room(self: &Arc<Self>) -> Permit {
         loop {
             let room = self.room.notified();
             tokio::pin!(room);
@@ -64,11 +125,12 @@ impl RequestGate {
     /// withdraws it before it answers.
     pub(crate) async fn read_ahead<T, F: Future<Output = T>>(
         self: &Arc<Self>,
+        wanted: Option<&Wanted>,
         mut request: impl FnMut() -> F,
     ) -> Sent<T> {
         let mut withdrawn = 0;
         loop {
-            let mut permit = self.send().await;
+            let mut permit = self.send_wanted(wanted).await;
             let at = Instant::now();
             let sending = permit.sending(request());
             let answered = tokio::select! {
@@ -110,14 +172,23 @@ impl RequestGate {
 
     /// The window's state, for metrics and tests.
     pub(crate) fn state(&self) -> WindowState {
-        let window = self.window.lock();
-        WindowState {
-            limit: window.limit(),
-            in_flight: window.in_flight(),
-            hedges_in_flight: window.hedges_in_flight(),
-            cuts: window.cuts(),
-            withdrawn: window.withdrawn(),
-            throttled: window.throttled(),
+        WindowState::of(&self.window.lock())
+    }
+
+    /// What the window has done since it was made, and how long reads
+    /// ahead waited for room in it.
+    pub(crate) fn stats(&self) -> GateStats {
+        let micros = |counter: &AtomicU64| Duration::from_micros(counter.load(Ordering::Relaxed));
+        let (state, counts) = {
+            let window = self.window.lock();
+            (WindowState::of(&window), window.counts())
+        };
+        GateStats {
+            state,
+            counts,
+            reads_ahead_queued: self.waits.queued.load(Ordering::Relaxed),
+            queued: micros(&self.waits.queued_micros),
+            queued_while_wanted: micros(&self.waits.wanted_micros),
         }
     }
 
@@ -206,6 +277,33 @@ pub(crate) struct WindowState {
     pub withdrawn: u64,
     /// Whether the store throttled recently (see [`RequestWindow::throttled`]).
     pub throttled: bool,
+}
+
+impl WindowState {
+    fn of(window: &RequestWindow) -> Self {
+        Self {
+            limit: window.limit(),
+            in_flight: window.in_flight(),
+            hedges_in_flight: window.hedges_in_flight(),
+            cuts: window.cuts(),
+            withdrawn: window.withdrawn(),
+            throttled: window.throttled(),
+        }
+    }
+}
+
+/// A [`RequestGate`]'s window now, what it has done, and the waits for
+/// room in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct GateStats {
+    pub state: WindowState,
+    pub counts: WindowCounts,
+    /// Reads ahead that found no room when first sent.
+    pub reads_ahead_queued: u64,
+    /// How long they waited, summed.
+    pub queued: Duration,
+    /// The part of that wait after a decoder came to need the read.
+    pub queued_while_wanted: Duration,
 }
 
 /// A request in flight through a [`RequestGate`]. Dropped without
@@ -304,7 +402,7 @@ mod tests {
                 let (gate, sends) = (Arc::clone(&gate), Arc::clone(&sends));
                 tokio::spawn(async move {
                     let sent = gate
-                        .read_ahead(|| {
+                        .read_ahead(None, || {
                             sends.fetch_add(1, Ordering::SeqCst);
                             tokio::time::sleep(Duration::from_secs(1))
                         })
@@ -357,7 +455,7 @@ mod tests {
                 let (gate, sends) = (Arc::clone(&gate), Arc::clone(&sends));
                 tokio::spawn(async move {
                     let sent = gate
-                        .read_ahead(|| {
+                        .read_ahead(None, || {
                             let refused = sends.fetch_add(1, Ordering::SeqCst) < 8;
                             async move {
                                 if refused {
@@ -407,7 +505,7 @@ mod tests {
                 let (gate, sends) = (Arc::clone(&gate), Arc::clone(&sends));
                 tokio::spawn(async move {
                     let sent = gate
-                        .read_ahead(|| {
+                        .read_ahead(None, || {
                             let sending = sends.fetch_add(1, Ordering::SeqCst);
                             async move {
                                 let ms = |n| tokio::time::sleep(Duration::from_millis(n));
@@ -480,5 +578,28 @@ mod tests {
         let _demand = gate.send_anyway();
         assert_eq!(gate.state().in_flight, 2);
         drop(request);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_gate_counts_how_long_reads_ahead_waited_and_how_long_a_decoder_did() {
+        let gate = Arc::new(RequestGate::new(1));
+        let first = gate.send().await;
+        let wanted = Arc::new(Wanted::default());
+        let waiting = tokio::spawn({
+            let (gate, wanted) = (Arc::clone(&gate), Arc::clone(&wanted));
+            async move { gate.send_wanted(Some(&wanted)).await }
+        });
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        wanted.want();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        drop(first);
+        let second = waiting.await.unwrap();
+        let stats = gate.stats();
+        assert_eq!(stats.reads_ahead_queued, 1);
+        assert_eq!(stats.queued, Duration::from_millis(50));
+        assert_eq!(stats.queued_while_wanted, Duration::from_millis(20));
+        drop(second);
+        let _third = gate.send().await;
+        assert_eq!(gate.stats().reads_ahead_queued, 1, "room at once: no wait");
     }
 }

@@ -7,7 +7,9 @@
 //! - `gate.rs`: one window per store and runtime, and waiting for room;
 //! - `stores.rs`: which gate is a store's;
 //! - `paced_store.rs`: an `ObjectStore` whose GETs go through a gate, for
-//!   the footer reads made by DataFusion's own readers.
+//!   the footer reads made by DataFusion's own readers;
+//! - `report.rs`: what a window has done, for the runtime's governor to
+//!   report.
 //!
 //! One gate per store is shared by every `auto` scan of a runtime (the
 //! [`PrefetchGovernor`](crate::PrefetchGovernor) keeps them): a store
@@ -17,6 +19,7 @@
 mod gate;
 mod outcome;
 mod paced_store;
+mod report;
 mod stores;
 mod window;
 
@@ -24,9 +27,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub(crate) use gate::{Permit, RequestGate, Sent, WindowState, attempt_now, refused_now};
+pub(crate) use gate::{Permit, RequestGate, Sent, Wanted, WindowState, attempt_now, refused_now};
 pub(crate) use outcome::Outcome;
 pub(crate) use paced_store::PacedStore;
+pub use report::RequestWindowStats;
 pub(crate) use stores::GatesByStore;
 
 /// How one scan's requests are paced: its store's gate, and the share of
@@ -50,10 +54,12 @@ impl Pacing {
     /// The answer to `request`, sent through the window: a read ahead waits
     /// for room and is sent again if a cut withdraws it before it answers
     /// ([`RequestGate::read_ahead`]); a read a decoder waits on (`demand`)
-    /// goes out at once.
+    /// goes out at once. `wanted` tells when a decoder comes to wait on a
+    /// read ahead.
     pub(crate) async fn request<T, F: Future<Output = T>>(
         &self,
         demand: bool,
+        wanted: Option<&Wanted>,
         mut request: impl FnMut() -> F,
     ) -> Sent<T> {
         if demand {
@@ -67,7 +73,7 @@ impl Pacing {
                 withdrawn: 0,
             }
         } else {
-            self.gate.read_ahead(request).await
+            self.gate.read_ahead(wanted, request).await
         }
     }
 

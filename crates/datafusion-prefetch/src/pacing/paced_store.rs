@@ -117,7 +117,7 @@ impl ObjectStore for PacedStore {
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         let sent = self
             .gate
-            .read_ahead(|| self.inner.get_opts(location, options.clone()))
+            .read_ahead(None, || self.inner.get_opts(location, options.clone()))
             .await;
         held_until_read(sent)
     }

@@ -44,6 +44,16 @@ impl GatesByStore {
         });
         Arc::clone(&entry.gate)
     }
+
+    /// The gates of the stores still alive.
+    pub(crate) fn all(&self) -> Vec<Arc<RequestGate>> {
+        let gates = self.gates.lock();
+        gates
+            .values()
+            .filter(|entry| entry.store.strong_count() > 0)
+            .map(|entry| Arc::clone(&entry.gate))
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -99,6 +99,33 @@ enum Kind {
     Hedge,
 }
 
+/// What made the window cut: the evidence that tipped it, or a client
+/// that gave up on `503`s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Evidence {
+    /// Answered in the store's usual time.
+    Clean,
+    /// Answered [`SLOW_BY`] later than the store's quick answers.
+    Slow,
+    /// Refused (`503`), as its client reported.
+    Refused,
+}
+
+/// What a window has done since it was made, for metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct WindowCounts {
+    /// The highest the limit has been.
+    pub peak_limit: u32,
+    /// Cuts tipped by slow answers.
+    pub cuts_on_slow_answers: u64,
+    /// Cuts tipped by refusals the client reported.
+    pub cuts_on_refusals: u64,
+    /// Cuts because a client gave up on `503`s.
+    pub cuts_on_give_ups: u64,
+    /// Hedges sent.
+    pub hedges: u64,
+}
+
 /// The requests in flight to one store, and how many may be.
 #[derive(Debug)]
 pub(crate) struct RequestWindow {
@@ -131,6 +158,7 @@ pub(crate) struct RequestWindow {
     retrying: HashSet<u64>,
     /// Whether the store's client reports refusals ([`Self::refused`]).
     hears_refusals: bool,
+    counts: WindowCounts,
 }
 
 impl RequestWindow {
@@ -138,8 +166,9 @@ impl RequestWindow {
     /// [`INITIAL_WINDOW`] or `max` if lower.
     pub(crate) fn new(max: u32) -> Self {
         let max = max.max(1);
+        let limit = INITIAL_WINDOW.min(max);
         Self {
-            limit: f64::from(INITIAL_WINDOW.min(max)),
+            limit: f64::from(limit),
             max,
             in_flight: 0,
             hedges_in_flight: 0,
@@ -154,6 +183,10 @@ impl RequestWindow {
             refused: HashSet::new(),
             retrying: HashSet::new(),
             hears_refusals: false,
+            counts: WindowCounts {
+                peak_limit: limit,
+                ..WindowCounts::default()
+            },
         }
     }
 
@@ -181,6 +214,11 @@ impl RequestWindow {
     /// Reads ahead withdrawn by cuts.
     pub(crate) fn withdrawn(&self) -> u64 {
         self.withdrawn
+    }
+
+    /// What the window has done since it was made.
+    pub(crate) fn counts(&self) -> WindowCounts {
+        self.counts
     }
 
     /// Whether the store throttled recently: from a cut or a refusal until
@@ -217,6 +255,7 @@ impl RequestWindow {
     fn send(&mut self, kind: Kind) -> Ticket {
         self.in_flight += 1;
         self.hedges_in_flight += u32::from(kind == Kind::Hedge);
+        self.counts.hedges += u64::from(kind == Kind::Hedge);
         let seq = self.next_seq;
         self.next_seq += 1;
         Ticket { seq, kind }
@@ -271,7 +310,7 @@ impl RequestWindow {
         self.clean_since_throttling = Some(0);
         self.retrying.remove(&seq);
         if self.refused.insert(seq) && seq >= self.evidence_from {
-            self.evidence(true);
+            self.evidence(Evidence::Refused);
         }
     }
 
@@ -296,6 +335,7 @@ impl RequestWindow {
             }
             Outcome::GaveUp => {
                 if ticket.seq >= self.evidence_from {
+                    self.counts.cuts_on_give_ups += 1;
                     self.cut();
                 }
                 return false;
@@ -306,19 +346,28 @@ impl RequestWindow {
         if refused || ticket.seq < self.evidence_from {
             return refused || (slow && self.throttled());
         }
-        self.evidence(slow);
+        self.evidence(if slow {
+            Evidence::Slow
+        } else {
+            Evidence::Clean
+        });
         slow && self.throttled()
     }
 
     /// One more answer of evidence: a slow one may cut the window, a clean
     /// one grows it.
-    fn evidence(&mut self, slow: bool) {
+    fn evidence(&mut self, answer: Evidence) {
         if self.evidence.len() == EVIDENCE {
             self.evidence.pop_front();
         }
+        let slow = answer != Evidence::Clean;
         self.evidence.push_back(slow);
         if slow {
             if self.evidence.iter().filter(|slow| **slow).count() >= CUT_AFTER {
+                match answer {
+                    Evidence::Refused => self.counts.cuts_on_refusals += 1,
+                    _ => self.counts.cuts_on_slow_answers += 1,
+                }
                 self.cut();
             }
         } else {
@@ -328,6 +377,7 @@ impl RequestWindow {
                 1.0 / self.limit
             };
             self.limit = (self.limit + growth).min(f64::from(self.max));
+            self.counts.peak_limit = self.counts.peak_limit.max(self.limit());
             if let Some(clean) = &mut self.clean_since_throttling {
                 *clean = clean.saturating_add(1);
             }

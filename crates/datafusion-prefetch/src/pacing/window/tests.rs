@@ -398,3 +398,44 @@ fn a_refused_read_ahead_is_not_withdrawn_while_its_retry_is_on_the_wire() {
     assert_eq!(window.withdrawn(), CUT_AFTER as u64);
     assert_eq!(window.cuts(), 1, "a request counts once as evidence");
 }
+
+#[test]
+fn the_counts_say_what_cut_the_window_and_how_far_it_opened() {
+    let mut window = RequestWindow::new(1024);
+    assert_eq!(window.counts().peak_limit, INITIAL_WINDOW);
+    answer(&mut window, 100, ms(30));
+    assert_eq!(window.counts().peak_limit, INITIAL_WINDOW + 100);
+
+    let flying = send(&mut window, 8);
+    for ticket in &flying[..CUT_AFTER] {
+        window.refused(ticket.seq());
+    }
+    let mut flying = flying.into_iter();
+    for _ in 0..CUT_AFTER {
+        window.ended(flying.next().unwrap(), Outcome::NoAnswer);
+    }
+    answer(&mut window, CUT_AFTER, ms(30) + SLOW_BY);
+    let gave_up = window.send_anyway();
+    window.ended(gave_up, Outcome::GaveUp);
+    let counts = window.counts();
+    assert_eq!(
+        (
+            counts.cuts_on_refusals,
+            counts.cuts_on_slow_answers,
+            counts.cuts_on_give_ups
+        ),
+        (1, 1, 1)
+    );
+    assert_eq!(window.cuts(), 3);
+    assert_eq!(
+        counts.peak_limit,
+        INITIAL_WINDOW + 100,
+        "cuts lower no peak"
+    );
+    drop(flying);
+
+    window = opened(64);
+    let _request = window.send_anyway();
+    let _hedge = window.try_hedge(1.0, None).expect("room");
+    assert_eq!(window.counts().hedges, 1);
+}
