@@ -121,6 +121,8 @@ struct WindowSummary {
     queued_ms: f64,
     /// The part of it a decoder waited on the read.
     queued_while_wanted_ms: f64,
+    /// Reads ahead sent at once because a decoder came to wait on them.
+    hurried: u64,
     /// `(ms since the run started, limit, in flight)` every 100 ms.
     timeline: Vec<(u64, u32, u32)>,
 }
@@ -138,6 +140,7 @@ impl WindowSummary {
             reads_ahead_queued: window.reads_ahead_queued,
             queued_ms: window.queued.as_secs_f64() * 1e3,
             queued_while_wanted_ms: window.queued_while_wanted.as_secs_f64() * 1e3,
+            hurried: window.hurried,
             timeline,
         }
     }
@@ -507,14 +510,14 @@ fn markdown(suite: &Suite, config: &ConcurrentConfig, summaries: &[PolicySummary
             if s.matches_off { "yes" } else { "NO" }
         ));
     }
-    out.push_str("\n| policy | requests | attempts | 503s | CPU ms / query | window now / peak | cuts (slow / 503 / gave up) | withdrawn | hedges | reads ahead queued | queued s | decoders waiting s |\n");
-    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    out.push_str("\n| policy | requests | attempts | 503s | CPU ms / query | window now / peak | cuts (slow / 503 / gave up) | withdrawn | hedges | reads ahead queued | queued s | decoders waiting s | hurried |\n");
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for s in summaries {
         let window = s.window.as_ref().map_or_else(
-            || "| - | - | - | - | - | - | - |".to_string(),
+            || "| - | - | - | - | - | - | - | - |".to_string(),
             |w| {
                 format!(
-                    "| {} / {} | {} / {} / {} | {} | {} | {} | {:.1} | {:.1} |",
+                    "| {} / {} | {} / {} / {} | {} | {} | {} | {:.1} | {:.1} | {} |",
                     w.limit_at_end,
                     w.peak_limit,
                     w.cuts_on_slow_answers,
@@ -524,7 +527,8 @@ fn markdown(suite: &Suite, config: &ConcurrentConfig, summaries: &[PolicySummary
                     w.hedges,
                     w.reads_ahead_queued,
                     w.queued_ms / 1e3,
-                    w.queued_while_wanted_ms / 1e3
+                    w.queued_while_wanted_ms / 1e3,
+                    w.hurried
                 )
             },
         );

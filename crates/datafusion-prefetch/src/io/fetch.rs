@@ -203,8 +203,8 @@ pub(crate) async fn fetch_planned(
 }
 
 /// The answer to a GET, hedged as `sending` says ([`first_of_two`]): under
-/// `auto`, a hedge waits for room in the window and is not sent while the
-/// store throttles.
+/// `auto`, a hedge waits for room in the window, is not sent while the
+/// store throttles, nor beside a read ahead no decoder waits on yet.
 async fn first_answer(
     store: &dyn ObjectStore,
     location: &Path,
@@ -222,8 +222,19 @@ async fn first_answer(
         sending.metrics.request_hedged();
         Some(permit)
     };
+    // Under `auto` a read ahead is hedged only once a decoder waits on it:
+    // a hedge buys latency, which a read ahead nobody waits on yet does not
+    // need, and every hedge is one more request and more work for a process
+    // that may be busy enough decoding already.
+    let needed = async {
+        match (sending.pacing, sending.wanted) {
+            (Some(_), Some(wanted)) if !sending.demand => wanted.wanted().await,
+            _ => {}
+        }
+    };
     let (answer, answered) = first_of_two(
         || store.get_opts(location, options.clone()),
+        needed,
         || after.get(),
         hedge,
     )

@@ -306,4 +306,89 @@ mod tests {
         fetches.release(riding, false);
         assert_eq!(governor.held_bytes(), 0, "released once landed");
     }
+
+    /// A read ahead waiting for room in its store's full window goes out
+    /// once a reader is served from it: the reader does not wait behind
+    /// the window.
+    #[tokio::test(start_paused = true)]
+    async fn a_read_ahead_a_reader_comes_to_wait_on_leaves_the_queue() {
+        use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+        use object_store::path::Path;
+        use object_store::{ObjectStoreExt, PutPayload};
+
+        use crate::config::RequestPrice;
+        use crate::io::sink::EventSink;
+        use crate::metrics::{PrefetchStats, ScanMetrics};
+        use crate::pacing::{Pacing, RequestGate};
+        use crate::scheduler::plan_requests;
+
+        let governor = PrefetchGovernor::of(&RuntimeEnv::default());
+        let share = governor.join(Weak::<Nobody>::new());
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let location = Path::from("a.parquet");
+        store
+            .put(&location, PutPayload::from(vec![1u8; 1000]))
+            .await
+            .unwrap();
+        let fetches = Fetches::new(
+            Arc::clone(&store),
+            governor.shared_reads().join(),
+            Arc::clone(&governor),
+        );
+        // A window of one, taken by another scan's read that never answers.
+        let gate = Arc::new(RequestGate::new(1));
+        let _elsewhere = gate.send().await;
+        let pacing = Pacing::new(Arc::clone(&gate), 25);
+        let metrics = ScanMetrics::new(
+            &ExecutionPlanMetricsSet::new(),
+            Arc::new(PrefetchStats::default()),
+            true,
+            RequestPrice::default(),
+        );
+        let sending = Sending {
+            after: None,
+            metrics: &metrics,
+            pacing: Some(&pacing),
+            demand: false,
+            wanted: None,
+        };
+        let object = ObjectKey {
+            store: "memory://".into(),
+            location,
+            size: 1000,
+            modified: 0,
+        };
+        let id = FetchId(7);
+        let sink: Reports = Weak::<NoSink>::new();
+        fetches.spawn(
+            id,
+            object,
+            plan_requests(std::slice::from_ref(&(100..200)), 0, |_| None),
+            share.try_reserve(100, 0).unwrap(),
+            sending,
+            sink,
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(gate.stats().reads_ahead_queued, 0, "still waiting for room");
+        let part = Part::Staged {
+            id,
+            index: 0,
+            offset: 0,
+            len: 100,
+        };
+        let served = fetches.serving(&[part]);
+        let buffers = tokio::time::timeout(Duration::from_millis(10), served[&id].clone())
+            .await
+            .expect("out at once")
+            .expect("fetched");
+        assert_eq!(buffers[0].len(), 100);
+        let stats = gate.stats();
+        assert_eq!((stats.hurried, stats.reads_ahead_queued), (1, 1));
+        assert_eq!(stats.queued, Duration::from_secs(1));
+
+        struct NoSink;
+        impl EventSink for NoSink {
+            fn report(&self, _: crate::scheduler::Event) {}
+        }
+    }
 }

@@ -30,9 +30,13 @@ pub(crate) enum Answered {
 /// beside it, once `hedge()` allows (it hands out what the second request
 /// holds until it is answered or dropped; `None`: not now, ask again
 /// shortly), and the first of the two to answer is returned. A failed one
-/// leaves the answer to the other.
+/// leaves the answer to the other. Nothing is hedged before `needed`
+/// resolves (a read ahead: once a decoder waits on it; the delay still
+/// counts from the sending, so a request already late then is hedged at
+/// once).
 pub(crate) async fn first_of_two<T, E, Fut, Permit>(
     send: impl Fn() -> Fut,
+    needed: impl Future<Output = ()>,
     after: impl Fn() -> Option<Duration>,
     mut hedge: impl FnMut() -> Option<Permit>,
 ) -> Result<(T, Answered), E>
@@ -42,6 +46,12 @@ where
     let started = Instant::now();
     let first = send();
     tokio::pin!(first);
+    // Waited on without a timer: a read ahead nobody needs yet costs
+    // nothing until it answers.
+    tokio::select! {
+        answer = &mut first => return answer.map(|a| (a, Answered::First)),
+        () = needed => {}
+    }
     let _permit = loop {
         let wait = match after() {
             Some(after) => match after.checked_sub(started.elapsed()) {
@@ -91,6 +101,7 @@ mod tests {
         let mut hedges = 0;
         let answer = first_of_two(
             || answer_after(&[1000, 20], &sent),
+            std::future::ready(()),
             || Some(Duration::from_millis(50)),
             || {
                 hedges += 1;
@@ -108,6 +119,7 @@ mod tests {
         let sent = AtomicUsize::new(0);
         let answer = first_of_two(
             || answer_after(&[30, 1], &sent),
+            std::future::ready(()),
             || Some(Duration::from_millis(50)),
             || -> Option<()> { panic!("hedged") },
         )
@@ -123,6 +135,7 @@ mod tests {
         let held = std::sync::Arc::new(());
         let answer = first_of_two(
             || answer_after(&[1000, 100], &sent),
+            std::future::ready(()),
             || Some(Duration::from_millis(50)),
             // Refused twice (at 50 and 60 ms), then granted at 70 ms.
             || (asked.fetch_add(1, Ordering::SeqCst) >= 2).then(|| std::sync::Arc::clone(&held)),
@@ -139,7 +152,37 @@ mod tests {
         let sent = AtomicUsize::new(0);
         let answer = first_of_two(
             || answer_after(&[5000], &sent),
+            std::future::ready(()),
             || None,
+            || -> Option<()> { panic!("hedged") },
+        )
+        .await;
+        assert_eq!(answer, Ok((0, Answered::First)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_is_hedged_only_once_needed_and_then_at_once_if_late() {
+        let sent = AtomicUsize::new(0);
+        let started = Instant::now();
+        let needed = tokio::time::sleep(Duration::from_millis(200));
+        let answer = first_of_two(
+            || answer_after(&[1000, 20], &sent),
+            needed,
+            || Some(Duration::from_millis(50)),
+            || Some(()),
+        )
+        .await;
+        // Needed at 200 ms, 150 ms past its delay: hedged then, answered
+        // at 220 ms.
+        assert_eq!(answer, Ok((1, Answered::Hedge)));
+        assert_eq!(started.elapsed(), Duration::from_millis(220));
+
+        // Answered before it is needed: sent once.
+        let sent = AtomicUsize::new(0);
+        let answer = first_of_two(
+            || answer_after(&[100], &sent),
+            std::future::pending(),
+            || Some(Duration::from_millis(50)),
             || -> Option<()> { panic!("hedged") },
         )
         .await;

@@ -38,23 +38,45 @@ struct WaitCounts {
     queued_micros: AtomicU64,
     /// The part of that wait after a decoder came to need the read.
     wanted_micros: AtomicU64,
+    /// Reads ahead sent without waiting for room because a decoder waited
+    /// on them.
+    hurried: AtomicU64,
 }
 
 /// A read ahead a decoder may come to wait on: told when it does
-/// ([`Self::want`]), so that its wait for room can be seen for what it is.
+/// ([`Self::want`]), it stops waiting for room and goes out at once, as a
+/// demand read would.
 #[derive(Debug, Default)]
 pub(crate) struct Wanted {
     since: OnceLock<tokio::time::Instant>,
+    told: Notify,
 }
 
 impl Wanted {
     /// A decoder waits on the read now.
     pub(crate) fn want(&self) {
-        let _ = self.since.set(tokio::time::Instant::now());
+        if self.since.set(tokio::time::Instant::now()).is_ok() {
+            self.told.notify_waiters();
+        }
     }
 
     fn since(&self) -> Option<tokio::time::Instant> {
         self.since.get().copied()
+    }
+
+    /// Resolves once a decoder waits on the read.
+    pub(crate) async fn wanted(&self) {
+        loop {
+            let told = self.told.notified();
+            tokio::pin!(told);
+            // Registered before looking, so a want between the look and the
+            // wait still wakes this one.
+            told.as_mut().enable();
+            if self.since().is_some() {
+                return;
+            }
+            told.await;
+        }
     }
 }
 
@@ -81,15 +103,27 @@ impl RequestGate {
         self.send_wanted(None).await
     }
 
-    /// [`Self::send`], its wait counted, and the part of it after a decoder
-    /// came to need it (`wanted`).
+    /// [`Self::send`], its wait counted — unless a decoder waits on the
+    /// read (`wanted`): then it goes out at once, as a demand read would,
+    /// whatever waited before it (a decoder never waits behind reads ahead
+    /// for room, nor behind reads ahead of other scans of the store).
     async fn send_wanted(self: &Arc<Self>, wanted: Option<&Wanted>) -> Permit {
+        if wanted.is_some_and(|wanted| wanted.since().is_some()) {
+            return self.hurried();
+        }
         if let Some(ticket) = self.window.lock().try_send() {
             return self.permit(ticket);
         }
         // Tokio's clock, which tests can pause.
         let queued = tokio::time::Instant::now();
-        let permit = self.wait_for_room().await;
+        let permit = match wanted {
+            None => self.wait_for_room().await,
+            Some(wanted) => tokio::select! {
+                biased;
+                permit = self.wait_for_room() => permit,
+                () = wanted.wanted() => self.hurried(),
+            },
+        };
         let now = tokio::time::Instant::now();
         let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
         self.waits.queued.fetch_add(1, Ordering::Relaxed);
@@ -152,6 +186,12 @@ impl RequestGate {
         }
     }
 
+    /// A read ahead sent at once because a decoder waits on it.
+    fn hurried(self: &Arc<Self>) -> Permit {
+        self.waits.hurried.fetch_add(1, Ordering::Relaxed);
+        self.send_anyway()
+    }
+
     /// A request that does not wait (a read a decoder waits on).
     pub(crate) fn send_anyway(self: &Arc<Self>) -> Permit {
         let ticket = self.window.lock().send_anyway();
@@ -189,6 +229,7 @@ impl RequestGate {
             reads_ahead_queued: self.waits.queued.load(Ordering::Relaxed),
             queued: micros(&self.waits.queued_micros),
             queued_while_wanted: micros(&self.waits.wanted_micros),
+            hurried: self.waits.hurried.load(Ordering::Relaxed),
         }
     }
 
@@ -304,6 +345,9 @@ pub(crate) struct GateStats {
     pub queued: Duration,
     /// The part of that wait after a decoder came to need the read.
     pub queued_while_wanted: Duration,
+    /// Reads ahead sent without waiting for room because a decoder waited
+    /// on them.
+    pub hurried: u64,
 }
 
 /// A request in flight through a [`RequestGate`]. Dropped without
@@ -581,7 +625,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn the_gate_counts_how_long_reads_ahead_waited_and_how_long_a_decoder_did() {
+    async fn a_read_ahead_a_decoder_comes_to_wait_on_goes_out_at_once() {
         let gate = Arc::new(RequestGate::new(1));
         let first = gate.send().await;
         let wanted = Arc::new(Wanted::default());
@@ -590,16 +634,26 @@ mod tests {
             async move { gate.send_wanted(Some(&wanted)).await }
         });
         tokio::time::sleep(Duration::from_millis(30)).await;
+        assert!(!waiting.is_finished(), "no room, nobody waits on it yet");
         wanted.want();
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        drop(first);
-        let second = waiting.await.unwrap();
+        let hurried = tokio::time::timeout(Duration::from_millis(1), waiting)
+            .await
+            .expect("sent once wanted, the window still full")
+            .unwrap();
         let stats = gate.stats();
+        assert_eq!((stats.hurried, stats.state.in_flight), (1, 2));
         assert_eq!(stats.reads_ahead_queued, 1);
-        assert_eq!(stats.queued, Duration::from_millis(50));
-        assert_eq!(stats.queued_while_wanted, Duration::from_millis(20));
-        drop(second);
-        let _third = gate.send().await;
-        assert_eq!(gate.stats().reads_ahead_queued, 1, "room at once: no wait");
+        assert_eq!(stats.queued, Duration::from_millis(30));
+        assert_eq!(stats.queued_while_wanted, Duration::ZERO);
+        drop((first, hurried));
+
+        // Wanted before it is sent: out at once, not counted as queued.
+        let gate = Arc::new(RequestGate::new(1));
+        let _first = gate.send().await;
+        let wanted = Wanted::default();
+        wanted.want();
+        let _second = gate.send_wanted(Some(&wanted)).await;
+        let stats = gate.stats();
+        assert_eq!((stats.hurried, stats.reads_ahead_queued), (1, 0));
     }
 }

@@ -45,8 +45,12 @@ pub struct RequestWindowStats {
     /// How long those reads ahead waited for room, summed.
     pub queued: Duration,
     /// The part of that wait after a decoder came to need the read: time a
-    /// decoder waited behind the window.
+    /// decoder waited behind the window. A read ahead a decoder comes to
+    /// wait on goes out at once, so this is the time it took to hear of it.
     pub queued_while_wanted: Duration,
+    /// Reads ahead sent at once, without waiting for room, because a decoder
+    /// came to wait on them.
+    pub hurried: u64,
 }
 
 impl From<GateStats> for RequestWindowStats {
@@ -63,6 +67,7 @@ impl From<GateStats> for RequestWindowStats {
             reads_ahead_queued: stats.reads_ahead_queued,
             queued: stats.queued,
             queued_while_wanted: stats.queued_while_wanted,
+            hurried: stats.hurried,
         }
     }
 }

@@ -10,11 +10,18 @@
 //!
 //! Through object_store's HTTP client a throttled request is not an error:
 //! the client retries a `503 SlowDown` after a backoff of at least 100 ms,
-//! so the answer only comes late. An answer is *slow* when its first byte
-//! came [`SLOW_BY`] later than the store's quick answers (the quarter of
-//! recent answers that came first); a store's ordinary tail is slow now and
-//! then, so the window is cut only when [`CUT_AFTER`] of the last
-//! [`EVIDENCE`] answers were slow, or when a client gave up on `503`s.
+//! so the answer only comes late. Where the store's client reports each
+//! attempt and each `503` as it comes (the attempt counting of
+//! [`crate::attempts`]), the window is cut when [`CUT_AFTER`] of the last
+//! [`EVIDENCE`] answers were refusals, and a late answer is no evidence: it
+//! is the store's tail, or this process too busy to hear the answer on
+//! time (many queries decoding at once), and a store that never throttled
+//! is not paced as if it had. Where the client does not report, lateness is
+//! the only sign: an answer is *slow* when its first byte came [`SLOW_BY`]
+//! later than the store's quick answers (the quarter of recent answers that
+//! came first), and since a store's ordinary tail is slow now and then, the
+//! window is cut only when [`SLOW_CUT_AFTER`] of the last [`EVIDENCE`]
+//! answers were slow. A client that gave up on `503`s cuts it at once.
 //! Answers to requests sent before a cut say nothing about the window after
 //! it and are not counted as evidence.
 //!
@@ -62,10 +69,19 @@ pub(crate) const INITIAL_WINDOW: u32 = 32;
 /// Answers kept as evidence of throttling.
 pub(crate) const EVIDENCE: usize = 16;
 
-/// Slow answers among the last [`EVIDENCE`] that cut the window: a quarter,
-/// four times the share of S3's answers that are slow by [`SLOW_BY`] when
-/// it does not throttle.
+/// Refusals among the last [`EVIDENCE`] answers that cut the window: a
+/// quarter.
 pub(crate) const CUT_AFTER: usize = 4;
+
+/// Slow answers (or refusals) among the last [`EVIDENCE`] that cut the
+/// window where the store's client does not report refusals: half. S3's
+/// tail puts about one answer in eleven [`SLOW_BY`] above the store's quick
+/// ones when it does not throttle (P90 110 ms against a quick quartile of
+/// 17 ms), so a quarter of 16 comes slow by chance about once every 200
+/// answers — a cut every few hundred requests to a store that never
+/// throttled — and half of 16 about once in 100,000; a store that refuses a
+/// third of what it is sent still reaches half within a few windows.
+pub(crate) const SLOW_CUT_AFTER: usize = 8;
 
 /// First-byte times kept to tell the store's quick answers.
 const LATENCIES: usize = 32;
@@ -139,8 +155,8 @@ pub(crate) struct RequestWindow {
     next_seq: u64,
     /// Answers to requests numbered from here on count as evidence.
     evidence_from: u64,
-    /// Whether each of the last answers was slow.
-    evidence: VecDeque<bool>,
+    /// What each of the last answers said.
+    evidence: VecDeque<Evidence>,
     latencies: VecDeque<Duration>,
     cuts: u64,
     /// Clean answers since the last cut or refusal; `None` before either.
@@ -158,6 +174,10 @@ pub(crate) struct RequestWindow {
     retrying: HashSet<u64>,
     /// Whether the store's client reports refusals ([`Self::refused`]).
     hears_refusals: bool,
+    /// Whether the store's client reports its attempts
+    /// ([`Self::attempt_sent`]), and so its refusals: then a late answer is
+    /// no evidence.
+    hears_attempts: bool,
     counts: WindowCounts,
 }
 
@@ -183,6 +203,7 @@ impl RequestWindow {
             refused: HashSet::new(),
             retrying: HashSet::new(),
             hears_refusals: false,
+            hears_attempts: false,
             counts: WindowCounts {
                 peak_limit: limit,
                 ..WindowCounts::default()
@@ -288,6 +309,7 @@ impl RequestWindow {
     /// the store refused it before, that is a retry, on the wire until it is
     /// answered or refused again.
     pub(crate) fn attempt_sent(&mut self, seq: u64) {
+        self.hears_attempts = true;
         if self.refused.contains(&seq) {
             self.retrying.insert(seq);
         }
@@ -346,7 +368,8 @@ impl RequestWindow {
         if refused || ticket.seq < self.evidence_from {
             return refused || (slow && self.throttled());
         }
-        self.evidence(if slow {
+        // A client that reports its refusals reported this one's, if any.
+        self.evidence(if slow && !self.hears_attempts {
             Evidence::Slow
         } else {
             Evidence::Clean
@@ -360,14 +383,15 @@ impl RequestWindow {
         if self.evidence.len() == EVIDENCE {
             self.evidence.pop_front();
         }
-        let slow = answer != Evidence::Clean;
-        self.evidence.push_back(slow);
-        if slow {
-            if self.evidence.iter().filter(|slow| **slow).count() >= CUT_AFTER {
-                match answer {
-                    Evidence::Refused => self.counts.cuts_on_refusals += 1,
-                    _ => self.counts.cuts_on_slow_answers += 1,
-                }
+        self.evidence.push_back(answer);
+        if answer != Evidence::Clean {
+            let count = |kind: Evidence| self.evidence.iter().filter(|e| **e == kind).count();
+            let refused = count(Evidence::Refused);
+            if refused >= CUT_AFTER {
+                self.counts.cuts_on_refusals += 1;
+                self.cut();
+            } else if refused + count(Evidence::Slow) >= SLOW_CUT_AFTER {
+                self.counts.cuts_on_slow_answers += 1;
                 self.cut();
             }
         } else {

@@ -82,6 +82,7 @@ impl ObjectStore for HedgedStore {
         let started = Instant::now();
         let (answer, _) = first_of_two(
             || self.inner.get_opts(location, options.clone()),
+            std::future::ready(()),
             || self.hedges.lock().get_after(),
             || Some(()),
         )
@@ -105,6 +106,7 @@ impl ObjectStore for HedgedStore {
             let started = Instant::now();
             let answer = first_of_two(
                 || first_page(inner.list(prefix.as_ref())),
+                std::future::ready(()),
                 || hedges.lock().list_after(),
                 || Some(()),
             )
