@@ -25,7 +25,9 @@ use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_prefetch::{
     ByteSize, PrefetchGovernor, PrefetchOptions, RequestWindowStats, enable_prefetch,
 };
-use datafusion_prefetch_simstore::{SimulatedStore, SimulatedStoreConfig, StoreStats};
+use datafusion_prefetch_simstore::{
+    LatencyModel, SimulatedStore, SimulatedStoreConfig, StoreStats,
+};
 use datafusion_prefetch_testdata::{Numbers, SplitMix64, checksum};
 use object_store::ObjectStore;
 use serde::Serialize;
@@ -37,10 +39,16 @@ use crate::suites::{Query, Suite};
 /// How one concurrency run is set up.
 #[derive(Debug, Clone)]
 pub struct ConcurrentConfig {
-    pub clients: usize,
+    /// Each count of clients, run in turn (a sweep).
+    pub clients: Vec<usize>,
     pub policies: Vec<String>,
     pub store: SimulatedStoreConfig,
     pub latency_label: String,
+    /// Also run `auto` with no store latency at each count of clients: the
+    /// CPU ceiling of this machine, measured in the same run.
+    pub ceiling: bool,
+    /// Processes spinning on the CPU for the whole run (CPU contention).
+    pub busy_loops: usize,
     pub partitions: usize,
     /// `prefetch.*` settings other than the policy, as `(key, value)`.
     pub settings: Vec<(String, String)>,
@@ -57,6 +65,9 @@ pub struct ConcurrentConfig {
 #[derive(Debug, Clone, Serialize)]
 struct QueryRun {
     policy: String,
+    /// Clients running at once.
+    clients: usize,
+    latency: String,
     client: usize,
     query: String,
     latency_ms: f64,
@@ -252,11 +263,39 @@ async fn run_query(ctx: &SessionContext, query: &Query) -> (f64, Result<(usize, 
 }
 
 /// Every client of `policy` at once; the runs and the policy's summary.
+/// One run: `clients` clients at once under `policy`, on `config`'s store
+/// (`ceiling`: with no latency).
+struct Run<'a> {
+    policy: &'a str,
+    clients: usize,
+    ceiling: bool,
+}
+
+impl Run<'_> {
+    fn latency<'c>(&self, config: &'c ConcurrentConfig) -> &'c str {
+        if self.ceiling {
+            "none"
+        } else {
+            &config.latency_label
+        }
+    }
+}
+
 async fn run_policy(
     suite: &Suite,
-    policy: &str,
+    run: &Run<'_>,
     config: &ConcurrentConfig,
 ) -> Result<(Vec<QueryRun>, PolicySummary)> {
+    let policy = run.policy;
+    let latency = run.latency(config).to_string();
+    let config = &ConcurrentConfig {
+        store: if run.ceiling {
+            config.store.with_latency(LatencyModel::None)
+        } else {
+            config.store
+        },
+        ..config.clone()
+    };
     let (ctx, store) = context(suite, policy, config).await?;
     let governor = PrefetchGovernor::of(&ctx.runtime_env());
     let violations_before = governor.staged_over_held_violations();
@@ -285,11 +324,13 @@ async fn run_policy(
             (staged, rss, timeline)
         })
     };
-    let clients: Vec<_> = (0..config.clients)
+    let clients = run.clients;
+    let tasks: Vec<_> = (0..clients)
         .map(|client| {
             let ctx = ctx.clone();
             let order = client_order(&suite.queries, config.seed, client);
             let policy = policy.to_string();
+            let latency = latency.clone();
             tokio::spawn(async move {
                 let mut runs = vec![];
                 for query in order {
@@ -300,6 +341,8 @@ async fn run_policy(
                     };
                     runs.push(QueryRun {
                         policy: policy.clone(),
+                        clients,
+                        latency: latency.clone(),
                         client,
                         query: query.name.clone(),
                         latency_ms,
@@ -313,10 +356,9 @@ async fn run_policy(
         })
         .collect();
     let mut runs = vec![];
-    for client in clients {
+    for task in tasks {
         runs.extend(
-            client
-                .await
+            task.await
                 .map_err(|e| datafusion::common::DataFusionError::External(Box::new(e)))?,
         );
     }
@@ -337,8 +379,8 @@ async fn run_policy(
     let summary = PolicySummary {
         suite: "concurrent",
         policy: policy.to_string(),
-        clients: config.clients,
-        latency: config.latency_label.clone(),
+        clients,
+        latency,
         queries: runs.len(),
         wall_ms,
         queries_per_min: latencies.len() as f64 / (wall_ms / 60_000.0),
@@ -366,33 +408,77 @@ async fn run_policy(
     Ok((runs, summary))
 }
 
-/// Run every policy (`off` first) and report. `Ok(false)`: a result differed
-/// from `off`'s, the staged total went over the governor's limit, or a query
-/// failed under a policy that `off` ran.
+/// Processes spinning on the CPU until dropped: beside the benchmark, not
+/// in it, so that its CPU time per query stays its own.
+struct BusyLoops(Vec<std::process::Child>);
+
+impl BusyLoops {
+    fn start(n: usize) -> Result<Self> {
+        let children = (0..n)
+            .map(|_| {
+                std::process::Command::new("sh")
+                    .args(["-c", "while :; do :; done"])
+                    .spawn()
+            })
+            .collect::<std::io::Result<Vec<_>>>()?;
+        Ok(Self(children))
+    }
+}
+
+impl Drop for BusyLoops {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// For each count of clients, every policy (`off` first) and, with
+/// `ceiling`, `auto` with no store latency; then report. `Ok(false)`: a
+/// result differed from `off`'s, the staged total went over the governor's
+/// limit, or a query failed under a policy that `off` ran.
 pub async fn run(suite: &Suite, config: &ConcurrentConfig) -> Result<bool> {
     let mut policies = vec!["off".to_string()];
     policies.extend(config.policies.iter().filter(|p| *p != "off").cloned());
+    let _busy = BusyLoops::start(config.busy_loops)?;
     let mut all_runs = vec![];
     let mut summaries = vec![];
-    for policy in &policies {
-        eprintln!(
-            "concurrent: {} clients x {} queries under {policy}",
-            config.clients,
-            suite.queries.len()
-        );
-        let (runs, summary) = run_policy(suite, policy, config).await?;
-        eprintln!(
-            "concurrent: {policy}: {:.1} queries/min, p50 {:.0} ms, p95 {:.0} ms, peak staged {:.1} MiB of {:.1} MiB, {} failed, {:.0} ms CPU per query",
-            summary.queries_per_min,
-            summary.p50_ms,
-            summary.p95_ms,
-            summary.peak_total_staged_bytes_exact as f64 / (1 << 20) as f64,
-            summary.governor_limit_bytes as f64 / (1 << 20) as f64,
-            summary.failed_queries,
-            summary.cpu_ms_per_query
-        );
-        all_runs.extend(runs);
-        summaries.push(summary);
+    for &clients in &config.clients {
+        let runs = policies
+            .iter()
+            .map(|policy| Run {
+                policy,
+                clients,
+                ceiling: false,
+            })
+            .chain(config.ceiling.then_some(Run {
+                policy: "auto",
+                clients,
+                ceiling: true,
+            }));
+        for run in runs {
+            eprintln!(
+                "concurrent: {clients} clients x {} queries under {} at latency {}",
+                suite.queries.len(),
+                run.policy,
+                run.latency(config)
+            );
+            let (runs, summary) = run_policy(suite, &run, config).await?;
+            eprintln!(
+                "concurrent: {}: {:.1} queries/min, p50 {:.0} ms, p95 {:.0} ms, peak staged {:.1} MiB of {:.1} MiB, {} failed, {:.0} ms CPU per query",
+                run.policy,
+                summary.queries_per_min,
+                summary.p50_ms,
+                summary.p95_ms,
+                summary.peak_total_staged_bytes_exact as f64 / (1 << 20) as f64,
+                summary.governor_limit_bytes as f64 / (1 << 20) as f64,
+                summary.failed_queries,
+                summary.cpu_ms_per_query
+            );
+            all_runs.extend(runs);
+            summaries.push(summary);
+        }
     }
     let ok = judge(&all_runs, &mut summaries);
     let markdown = markdown(suite, config, &summaries);
@@ -429,7 +515,14 @@ fn judge(runs: &[QueryRun], summaries: &mut [PolicySummary]) -> bool {
     }
     let mut ok = true;
     for summary in summaries.iter_mut() {
-        let mine = runs.iter().filter(|r| r.policy == summary.policy);
+        let mine = runs.iter().filter(|r| {
+            (r.policy.as_str(), r.clients, r.latency.as_str())
+                == (
+                    summary.policy.as_str(),
+                    summary.clients,
+                    summary.latency.as_str(),
+                )
+        });
         for run in mine {
             match (&run.error, reference.get(run.query.as_str())) {
                 (None, Some(&(rows, checksum))) if rows != run.rows || checksum != run.checksum => {
@@ -474,28 +567,62 @@ fn judge(runs: &[QueryRun], summaries: &mut [PolicySummary]) -> bool {
 }
 
 fn markdown(suite: &Suite, config: &ConcurrentConfig, summaries: &[PolicySummary]) -> String {
-    let mib = |b: u64| b as f64 / (1 << 20) as f64;
     let pool = config
         .pool_limit
         .map_or("unbounded".to_string(), |l| format!("FairSpillPool {l}"));
     let mut out = format!(
-        "concurrent: {} clients, {} ({} queries each), latency {}, {} partitions, memory pool {pool}\n\n",
-        config.clients,
+        "concurrent: {} clients, {} ({} queries each), latency {}, {} partitions, memory pool {pool}, {} busy loops\n\n",
+        config
+            .clients
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
         suite.name,
         suite.queries.len(),
         config.latency_label,
-        config.partitions
+        config.partitions,
+        config.busy_loops
     );
-    out.push_str("| policy | queries/min | vs off | p50 ms | p95 ms | max ms | peak staged MiB (sampled / exact) | held MiB | limit MiB | peak RSS MiB | failed | matches off |\n");
+    for &clients in &config.clients {
+        let runs: Vec<&PolicySummary> = summaries.iter().filter(|s| s.clients == clients).collect();
+        out.push_str(&format!("### {clients} clients\n\n"));
+        out.push_str(&results_table(&runs));
+        out.push('\n');
+        out.push_str(&causes_table(&runs));
+        out.push('\n');
+    }
+    if config.clients.len() > 1 || config.ceiling {
+        out.push_str(&sweep_table(config, summaries));
+    }
+    out
+}
+
+/// A run's name in the tables: the policy, and the latency if it is the
+/// ceiling's.
+fn label(s: &PolicySummary, latency: &str) -> String {
+    if s.latency == latency {
+        s.policy.clone()
+    } else {
+        format!("{} at {}", s.policy, s.latency)
+    }
+}
+
+fn results_table(runs: &[&PolicySummary]) -> String {
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    let mut out = String::from(
+        "| policy | queries/min | vs off | p50 ms | p95 ms | max ms | peak staged MiB (sampled / exact) | held MiB | limit MiB | peak RSS MiB | failed | matches off |\n",
+    );
     out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
-    let off = summaries
+    let off = runs
         .iter()
         .find(|s| s.policy == "off")
         .map_or(f64::NAN, |s| s.queries_per_min);
-    for s in summaries {
+    let latency = runs.first().map_or("", |s| s.latency.as_str());
+    for s in runs {
         out.push_str(&format!(
             "| {} | {:.1} | {:.2}x | {:.0} | {:.0} | {:.0} | {:.1} / {:.1} | {:.1} | {:.1} | {:.0} | {} | {} |\n",
-            s.policy,
+            label(s, latency),
             s.queries_per_min,
             s.queries_per_min / off,
             s.p50_ms,
@@ -510,9 +637,16 @@ fn markdown(suite: &Suite, config: &ConcurrentConfig, summaries: &[PolicySummary
             if s.matches_off { "yes" } else { "NO" }
         ));
     }
-    out.push_str("\n| policy | requests | attempts | 503s | CPU ms / query | window now / peak | cuts (slow / 503 / gave up) | withdrawn | hedges | reads ahead queued | queued s | decoders waiting s | hurried |\n");
+    out
+}
+
+fn causes_table(runs: &[&PolicySummary]) -> String {
+    let mut out = String::from(
+        "| policy | requests | attempts | 503s | CPU ms / query | window now / peak | cuts (slow / 503 / gave up) | withdrawn | hedges | reads ahead queued | queued s | decoders waiting s | hurried |\n",
+    );
     out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    for s in summaries {
+    let latency = runs.first().map_or("", |s| s.latency.as_str());
+    for s in runs {
         let window = s.window.as_ref().map_or_else(
             || "| - | - | - | - | - | - | - | - |".to_string(),
             |w| {
@@ -534,7 +668,64 @@ fn markdown(suite: &Suite, config: &ConcurrentConfig, summaries: &[PolicySummary
         );
         out.push_str(&format!(
             "| {} | {} | {} | {} | {:.0} {window}\n",
-            s.policy, s.requests, s.attempts, s.throttled, s.cpu_ms_per_query
+            label(s, latency),
+            s.requests,
+            s.attempts,
+            s.throttled,
+            s.cpu_ms_per_query
+        ));
+    }
+    out
+}
+
+/// Queries per minute by count of clients: each policy, the ceiling
+/// (`auto` with no latency, measured in the same run), and `auto`'s share
+/// of it and ratio to the best fixed policy.
+fn sweep_table(config: &ConcurrentConfig, summaries: &[PolicySummary]) -> String {
+    let mut policies: Vec<&str> = vec![];
+    for s in summaries
+        .iter()
+        .filter(|s| s.latency == config.latency_label)
+    {
+        if !policies.contains(&s.policy.as_str()) {
+            policies.push(&s.policy);
+        }
+    }
+    let mut out = String::from("### queries/min by clients\n\n| clients |");
+    for policy in &policies {
+        out.push_str(&format!(" {policy} |"));
+    }
+    out.push_str(" ceiling (auto at none) | auto / ceiling | auto / best fixed | auto p95 / off p95 |\n|---:|");
+    out.push_str(&"---:|".repeat(policies.len() + 4));
+    out.push('\n');
+    for &clients in &config.clients {
+        let find = |policy: &str, latency: &str| {
+            summaries
+                .iter()
+                .find(|s| s.clients == clients && s.policy == policy && s.latency == latency)
+        };
+        let measured = |policy: &str| find(policy, &config.latency_label);
+        out.push_str(&format!("| {clients} |"));
+        for policy in &policies {
+            let qpm = measured(policy).map_or(f64::NAN, |s| s.queries_per_min);
+            out.push_str(&format!(" {qpm:.1} |"));
+        }
+        let auto = measured("auto");
+        let ceiling = find("auto", "none").filter(|_| config.latency_label != "none");
+        let best_fixed = summaries
+            .iter()
+            .filter(|s| s.clients == clients && s.latency == config.latency_label)
+            .filter(|s| !["off", "auto"].contains(&s.policy.as_str()))
+            .map(|s| s.queries_per_min)
+            .fold(f64::NAN, f64::max);
+        let qpm = |s: Option<&PolicySummary>| s.map_or(f64::NAN, |s| s.queries_per_min);
+        let p95 = |s: Option<&PolicySummary>| s.map_or(f64::NAN, |s| s.p95_ms);
+        out.push_str(&format!(
+            " {:.1} | {:.2} | {:.2}x | {:.2} |\n",
+            qpm(ceiling),
+            qpm(auto) / qpm(ceiling),
+            qpm(auto) / best_fixed,
+            p95(auto) / p95(measured("off"))
         ));
     }
     out
@@ -590,26 +781,57 @@ mod tests {
         let mut suite = prepare("tpch", dir.path(), &options).expect("data generated");
         suite.queries.truncate(6);
         let config = ConcurrentConfig {
-            clients: 4,
+            clients: vec![1, 4],
             policies: vec!["pipelined".into(), "auto".into()],
             store: SimulatedStoreConfig::fixed(Duration::from_millis(6)),
             latency_label: "fixed:6".into(),
+            ceiling: true,
+            busy_loops: 1,
             partitions: 2,
             settings: vec![],
             pool_limit: Some(ByteSize::mib(512)),
             memory_limit: Some(ByteSize::new(64 << 10)),
             seed: 1,
             json: Some(dir.path().join("concurrent.json")),
-            markdown: None,
+            markdown: Some(dir.path().join("concurrent.md")),
         };
         assert!(run(&suite, &config).await.expect("runs"));
+        let markdown = std::fs::read_to_string(dir.path().join("concurrent.md")).unwrap();
+        assert!(markdown.contains("### 4 clients"), "{markdown}");
+        assert!(markdown.contains("| auto at none |"), "{markdown}");
+        assert!(
+            markdown.contains("### queries/min by clients"),
+            "{markdown}"
+        );
         let json: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(dir.path().join("concurrent.json")).unwrap(),
         )
         .unwrap();
         let summaries = json["summaries"].as_array().unwrap();
-        assert_eq!(summaries.len(), 3);
+        // Per count of clients: off, pipelined, auto, and auto at no latency.
+        assert_eq!(summaries.len(), 8);
+        let runs: Vec<(u64, &str, &str)> = summaries
+            .iter()
+            .map(|s| {
+                let field = |key: &str| s[key].as_str().unwrap();
+                (
+                    s["clients"].as_u64().unwrap(),
+                    field("policy"),
+                    field("latency"),
+                )
+            })
+            .collect();
+        assert_eq!(runs[3], (1, "auto", "none"));
+        assert_eq!(runs[7], (4, "auto", "none"));
         for s in summaries {
+            assert!(s["requests"].as_u64().unwrap() > 0, "{s}");
+            assert!(s["attempts"].as_u64().unwrap() >= s["requests"].as_u64().unwrap());
+            assert!(s["cpu_ms_per_query"].as_f64().unwrap() > 0.0, "{s}");
+            if s["policy"] != "auto" {
+                assert!(s["window"].is_null(), "only auto is paced: {s}");
+            } else if s["latency"] != "none" {
+                assert!(!s["window"].is_null(), "auto's window in {s}");
+            }
             for key in [
                 "suite",
                 "policy",

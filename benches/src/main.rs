@@ -7,6 +7,7 @@
 //! prefetch-bench --suite peers --latency s3   # vs Polars, DuckDB, PyArrow over S3
 //! prefetch-bench --suite peers --store gcs --latency s3   # … over GCS (also azure, http)
 //! prefetch-bench --suite concurrent --clients 8 --latency s3  # one runtime, 8 clients
+//! prefetch-bench --suite concurrent --clients 1,8,16,32 --ceiling --latency s3  # a sweep
 //! prefetch-bench --suite many_files --files 10000,100000 --policies off,auto
 //! ```
 //!
@@ -57,9 +58,18 @@ struct Args {
     /// many_files: the table sizes, in files of 100 rows.
     #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
     files: Vec<usize>,
-    /// concurrent: clients running at once on one runtime.
-    #[arg(long, default_value_t = 8)]
-    clients: usize,
+    /// concurrent: clients running at once on one runtime; a list (1,8,16,32)
+    /// runs each count in turn.
+    #[arg(long, value_delimiter = ',', default_value = "8")]
+    clients: Vec<usize>,
+    /// concurrent: also run `auto` with no store latency at each count of
+    /// clients — this machine's CPU ceiling, measured in the same run.
+    #[arg(long)]
+    ceiling: bool,
+    /// concurrent: processes spinning on the CPU for the whole run, beside
+    /// the benchmark (CPU contention).
+    #[arg(long, default_value_t = 0)]
+    busy_loops: usize,
     /// concurrent: give the runtime a `FairSpillPool` of this size (e.g. 4GiB)
     /// instead of DataFusion's unbounded pool.
     #[arg(long)]
@@ -446,10 +456,12 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
         return Ok(concurrent::run(
             &suite,
             &concurrent::ConcurrentConfig {
-                clients: args.clients.max(1),
+                clients: args.clients.iter().map(|&n| n.max(1)).collect(),
                 policies,
                 store,
                 latency_label: args.latency.clone(),
+                ceiling: args.ceiling,
+                busy_loops: args.busy_loops,
                 partitions: args.partitions.unwrap_or(1),
                 settings: prefetch_settings(&args),
                 pool_limit: size("pool-limit", &args.pool_limit)?,
