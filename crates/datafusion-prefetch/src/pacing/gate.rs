@@ -103,7 +103,7 @@ impl RequestGate {
         self.send_wanted(None).await
     }
 
-    /// [`Self::send`], its wait counted — unless a decoder waits on the
+    /// A request once the window has room, its wait counted — unless a decoder waits on the
     /// read (`wanted`): then it goes out at once, as a demand read would,
     /// whatever waited before it (a decoder never waits behind reads ahead
     /// for room, nor behind reads ahead of other scans of the store).

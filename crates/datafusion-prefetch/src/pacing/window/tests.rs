@@ -48,8 +48,8 @@ fn the_window_starts_small_and_doubles_with_each_window_of_clean_answers() {
 #[test]
 fn a_store_that_never_throttles_is_never_held_back() {
     let mut window = opened(64);
-    // S3's tail: about one answer in 16 is over 100 ms later than the
-    // quick ones, here three in a row at the worst.
+    // A store's tail: one answer in 16 over 100 ms later than the quick
+    // ones, here three in a row.
     let mut tickets = send(&mut window, 64);
     for i in 0..10_000_u64 {
         let first_byte = if i % 48 < 3 { ms(200) } else { ms(25 + i % 20) };
