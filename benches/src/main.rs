@@ -8,6 +8,7 @@
 //! prefetch-bench --suite peers --store gcs --latency s3   # … over GCS (also azure, http)
 //! prefetch-bench --suite concurrent --clients 8 --latency s3  # one runtime, 8 clients
 //! prefetch-bench --suite concurrent --clients 1,8,16,32 --ceiling --latency s3  # a sweep
+//! prefetch-bench --suite concurrent --clients 8 --rounds 3 --latency s3  # each policy 3 times
 //! prefetch-bench --suite many_files --files 10000,100000 --policies off,auto
 //! ```
 //!
@@ -70,6 +71,11 @@ struct Args {
     /// the benchmark (CPU contention).
     #[arg(long, default_value_t = 0)]
     busy_loops: usize,
+    /// concurrent: times each policy runs at each count of clients, odd
+    /// rounds in reverse order; its figures are over every round, and the
+    /// table shows each round's queries per minute (how far one run strays).
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
     /// concurrent: give the runtime a `FairSpillPool` of this size (e.g. 4GiB)
     /// instead of DataFusion's unbounded pool.
     #[arg(long)]
@@ -462,6 +468,7 @@ async fn bench(args: Args) -> Result<bool, Box<dyn std::error::Error>> {
                 latency_label: args.latency.clone(),
                 ceiling: args.ceiling,
                 busy_loops: args.busy_loops,
+                rounds: args.rounds.max(1),
                 partitions: args.partitions.unwrap_or(1),
                 settings: prefetch_settings(&args),
                 pool_limit: size("pool-limit", &args.pool_limit)?,

@@ -54,6 +54,9 @@ pub struct ConcurrentConfig {
     pub ceiling: bool,
     /// Processes spinning on the CPU for the whole run (CPU contention).
     pub busy_loops: usize,
+    /// Times each policy runs at each count of clients, in turn (odd rounds
+    /// in reverse order); its figures are over all of them.
+    pub rounds: usize,
     pub partitions: usize,
     /// `prefetch.*` settings other than the policy, as `(key, value)`.
     pub settings: Vec<(String, String)>,
@@ -73,6 +76,8 @@ struct QueryRun {
     /// Clients running at once.
     clients: usize,
     latency: String,
+    /// The round (`--rounds`), from 0.
+    round: usize,
     client: usize,
     query: String,
     latency_ms: f64,
@@ -170,6 +175,7 @@ async fn run_policy(
     suite: &Suite,
     run: &Run<'_>,
     config: &ConcurrentConfig,
+    round: usize,
 ) -> Result<(Vec<QueryRun>, PolicySummary)> {
     let policy = run.policy;
     let latency = run.latency(config).to_string();
@@ -228,6 +234,7 @@ async fn run_policy(
                         policy: policy.clone(),
                         clients,
                         latency: latency.clone(),
+                        round,
                         client,
                         query: query.name.clone(),
                         latency_ms,
@@ -269,6 +276,7 @@ async fn run_policy(
         queries: runs.len(),
         wall_ms,
         queries_per_min: latencies.len() as f64 / (wall_ms / 60_000.0),
+        rounds_queries_per_min: vec![],
         p50_ms: percentile(&latencies, 50.0),
         p95_ms: percentile(&latencies, 95.0),
         max_ms: latencies.last().copied().unwrap_or(f64::NAN),
@@ -304,7 +312,7 @@ pub async fn run(suite: &Suite, config: &ConcurrentConfig) -> Result<bool> {
     let mut all_runs = vec![];
     let mut summaries = vec![];
     for &clients in &config.clients {
-        let runs = policies
+        let runs: Vec<Run> = policies
             .iter()
             .map(|policy| Run {
                 policy,
@@ -315,28 +323,51 @@ pub async fn run(suite: &Suite, config: &ConcurrentConfig) -> Result<bool> {
                 policy: "auto",
                 clients,
                 ceiling: true,
-            }));
-        for run in runs {
-            eprintln!(
-                "concurrent: {clients} clients x {} queries under {} at latency {}",
-                suite.queries.len(),
-                run.policy,
-                run.latency(config)
-            );
-            let (runs, summary) = run_policy(suite, &run, config).await?;
-            eprintln!(
-                "concurrent: {}: {:.1} queries/min, p50 {:.0} ms, p95 {:.0} ms, peak staged {:.1} MiB of {:.1} MiB, {} failed, {:.0} ms CPU per query",
-                run.policy,
-                summary.queries_per_min,
-                summary.p50_ms,
-                summary.p95_ms,
-                summary.peak_total_staged_bytes_exact as f64 / (1 << 20) as f64,
-                summary.governor_limit_bytes as f64 / (1 << 20) as f64,
-                summary.failed_queries,
-                summary.cpu_ms_per_query
-            );
-            all_runs.extend(runs);
-            summaries.push(summary);
+            }))
+            .collect();
+        let mut rounds: Vec<Vec<PolicySummary>> = vec![vec![]; runs.len()];
+        let mut latencies: Vec<Vec<f64>> = vec![vec![]; runs.len()];
+        for round in 0..config.rounds.max(1) {
+            // Odd rounds run the policies backwards, so that a drift in the
+            // machine's speed over the run favours none of them.
+            let order: Vec<usize> = if round % 2 == 0 {
+                (0..runs.len()).collect()
+            } else {
+                (0..runs.len()).rev().collect()
+            };
+            for i in order {
+                let run = &runs[i];
+                eprintln!(
+                    "concurrent: {clients} clients x {} queries under {} at latency {}, round {}",
+                    suite.queries.len(),
+                    run.policy,
+                    run.latency(config),
+                    round + 1
+                );
+                let (query_runs, summary) = run_policy(suite, run, config, round).await?;
+                eprintln!(
+                    "concurrent: {}: {:.1} queries/min, p50 {:.0} ms, p95 {:.0} ms, peak staged {:.1} MiB of {:.1} MiB, {} failed, {:.0} ms CPU per query",
+                    run.policy,
+                    summary.queries_per_min,
+                    summary.p50_ms,
+                    summary.p95_ms,
+                    summary.peak_total_staged_bytes_exact as f64 / (1 << 20) as f64,
+                    summary.governor_limit_bytes as f64 / (1 << 20) as f64,
+                    summary.failed_queries,
+                    summary.cpu_ms_per_query
+                );
+                latencies[i].extend(
+                    query_runs
+                        .iter()
+                        .filter(|r| r.error.is_none())
+                        .map(|r| r.latency_ms),
+                );
+                all_runs.extend(query_runs);
+                rounds[i].push(summary);
+            }
+        }
+        for (rounds, latencies) in rounds.into_iter().zip(latencies) {
+            summaries.push(PolicySummary::combine(rounds, latencies));
         }
     }
     let ok = judge(&all_runs, &mut summaries);

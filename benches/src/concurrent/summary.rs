@@ -13,7 +13,10 @@ pub(super) struct PolicySummary {
     pub(super) latency: String,
     pub(super) queries: usize,
     pub(super) wall_ms: f64,
+    /// Successful queries per minute of wall time, over every round.
     pub(super) queries_per_min: f64,
+    /// The same, round by round (`--rounds`): how far one round strays.
+    pub(super) rounds_queries_per_min: Vec<f64>,
     pub(super) p50_ms: f64,
     pub(super) p95_ms: f64,
     pub(super) max_ms: f64,
@@ -81,6 +84,72 @@ impl WindowSummary {
             queued_while_wanted_ms: window.queued_while_wanted.as_secs_f64() * 1e3,
             hurried: window.hurried,
             timeline,
+        }
+    }
+}
+
+impl PolicySummary {
+    /// One summary of `rounds`, each a run of the same policy, count of
+    /// clients and latency on a runtime of its own: throughput and CPU time
+    /// over their summed wall and query counts, percentiles over every
+    /// query's `latencies_ms` (of all rounds), peaks the highest, the
+    /// store's and the window's counts summed, the window's limit at the
+    /// end and its timeline the last round's.
+    pub(super) fn combine(rounds: Vec<PolicySummary>, mut latencies_ms: Vec<f64>) -> Self {
+        latencies_ms.sort_by(f64::total_cmp);
+        let rounds_queries_per_min: Vec<f64> = rounds.iter().map(|r| r.queries_per_min).collect();
+        let mut rounds = rounds.into_iter();
+        let mut all = rounds.next().expect("at least one round");
+        let mut cpu_ms = all.cpu_ms_per_query * all.queries as f64;
+        for round in rounds {
+            all.queries += round.queries;
+            all.wall_ms += round.wall_ms;
+            all.peak_total_staged_bytes = all
+                .peak_total_staged_bytes
+                .max(round.peak_total_staged_bytes);
+            all.peak_total_staged_bytes_exact = all
+                .peak_total_staged_bytes_exact
+                .max(round.peak_total_staged_bytes_exact);
+            all.peak_total_held_bytes = all.peak_total_held_bytes.max(round.peak_total_held_bytes);
+            all.staged_over_held_violations += round.staged_over_held_violations;
+            all.peak_rss_bytes = all.peak_rss_bytes.max(round.peak_rss_bytes);
+            all.failed_queries += round.failed_queries;
+            all.requests += round.requests;
+            all.attempts += round.attempts;
+            all.throttled += round.throttled;
+            cpu_ms += round.cpu_ms_per_query * round.queries as f64;
+            all.window = match (all.window, round.window) {
+                (Some(sum), Some(next)) => Some(sum.then(next)),
+                (sum, next) => sum.or(next),
+            };
+        }
+        all.queries_per_min = latencies_ms.len() as f64 / (all.wall_ms / 60_000.0);
+        all.rounds_queries_per_min = rounds_queries_per_min;
+        all.cpu_ms_per_query = cpu_ms / all.queries.max(1) as f64;
+        all.p50_ms = percentile(&latencies_ms, 50.0);
+        all.p95_ms = percentile(&latencies_ms, 95.0);
+        all.max_ms = latencies_ms.last().copied().unwrap_or(f64::NAN);
+        all
+    }
+}
+
+impl WindowSummary {
+    /// This round's counts with `next`'s added: `next`'s limit at the end
+    /// and timeline, the higher peak.
+    fn then(self, next: WindowSummary) -> WindowSummary {
+        WindowSummary {
+            limit_at_end: next.limit_at_end,
+            peak_limit: self.peak_limit.max(next.peak_limit),
+            cuts_on_slow_answers: self.cuts_on_slow_answers + next.cuts_on_slow_answers,
+            cuts_on_refusals: self.cuts_on_refusals + next.cuts_on_refusals,
+            cuts_on_give_ups: self.cuts_on_give_ups + next.cuts_on_give_ups,
+            withdrawn: self.withdrawn + next.withdrawn,
+            hedges: self.hedges + next.hedges,
+            reads_ahead_queued: self.reads_ahead_queued + next.reads_ahead_queued,
+            queued_ms: self.queued_ms + next.queued_ms,
+            queued_while_wanted_ms: self.queued_while_wanted_ms + next.queued_while_wanted_ms,
+            hurried: self.hurried + next.hurried,
+            timeline: next.timeline,
         }
     }
 }

@@ -54,9 +54,9 @@ fn label(s: &PolicySummary, latency: &str) -> String {
 fn results_table(runs: &[&PolicySummary]) -> String {
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     let mut out = String::from(
-        "| policy | queries/min | vs off | p50 ms | p95 ms | max ms | peak staged MiB (sampled / exact) | held MiB | limit MiB | peak RSS MiB | failed | matches off |\n",
+        "| policy | queries/min | by round | vs off | p50 ms | p95 ms | max ms | peak staged MiB (sampled / exact) | held MiB | limit MiB | peak RSS MiB | failed | matches off |\n",
     );
-    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    out.push_str("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     let off = runs
         .iter()
         .find(|s| s.policy == "off")
@@ -64,9 +64,14 @@ fn results_table(runs: &[&PolicySummary]) -> String {
     let latency = runs.first().map_or("", |s| s.latency.as_str());
     for s in runs {
         out.push_str(&format!(
-            "| {} | {:.1} | {:.2}x | {:.0} | {:.0} | {:.0} | {:.1} / {:.1} | {:.1} | {:.1} | {:.0} | {} | {} |\n",
+            "| {} | {:.1} | {} | {:.2}x | {:.0} | {:.0} | {:.0} | {:.1} / {:.1} | {:.1} | {:.1} | {:.0} | {} | {} |\n",
             label(s, latency),
             s.queries_per_min,
+            s.rounds_queries_per_min
+                .iter()
+                .map(|qpm| format!("{qpm:.1}"))
+                .collect::<Vec<_>>()
+                .join(" / "),
             s.queries_per_min / off,
             s.p50_ms,
             s.p95_ms,

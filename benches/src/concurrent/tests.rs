@@ -34,8 +34,8 @@ fn percentiles_are_nearest_rank() {
 }
 
 /// Four clients on a tiny TPC-H, with a bounded pool and a governor
-/// limit: every result matches `off`'s and the staged peak stays within
-/// the limit.
+/// limit, in two rounds: every result matches `off`'s, the staged peak
+/// stays within the limit, and each policy's figures cover both rounds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_share_one_runtime_and_match_off() {
     let dir = tempfile::tempdir().expect("a temp dir");
@@ -52,6 +52,7 @@ async fn clients_share_one_runtime_and_match_off() {
         latency_label: "fixed:6".into(),
         ceiling: true,
         busy_loops: 1,
+        rounds: 2,
         partitions: 2,
         settings: vec![],
         pool_limit: Some(ByteSize::mib(512)),
@@ -87,7 +88,21 @@ async fn clients_share_one_runtime_and_match_off() {
         .collect();
     assert_eq!(runs[3], (1, "auto", "none"));
     assert_eq!(runs[7], (4, "auto", "none"));
+    let query_runs = json["runs"].as_array().unwrap();
+    for round in 0..2 {
+        assert!(
+            query_runs.iter().any(|r| r["round"] == round),
+            "round {round} in the runs"
+        );
+    }
     for s in summaries {
+        let rounds = s["rounds_queries_per_min"].as_array().unwrap();
+        assert_eq!(rounds.len(), 2, "each round's figure in {s}");
+        // Every query of every client, in both rounds.
+        assert_eq!(
+            s["queries"].as_u64().unwrap(),
+            2 * 6 * s["clients"].as_u64().unwrap()
+        );
         assert!(s["requests"].as_u64().unwrap() > 0, "{s}");
         assert!(s["attempts"].as_u64().unwrap() >= s["requests"].as_u64().unwrap());
         assert!(s["cpu_ms_per_query"].as_f64().unwrap() > 0.0, "{s}");
