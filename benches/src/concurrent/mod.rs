@@ -21,6 +21,7 @@ use datafusion::common::Result;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::physical_plan::collect;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_prefetch::{ByteSize, PrefetchGovernor, PrefetchOptions, enable_prefetch};
 use datafusion_prefetch_simstore::{
@@ -32,10 +33,12 @@ use serde::Serialize;
 use url::Url;
 
 mod process;
+mod scans;
 mod summary;
 mod tables;
 
 use process::{BusyLoops, cpu_time, rss_bytes};
+use scans::{ScanCounters, scan_counters};
 use summary::{PolicySummary, WindowSummary, percentile};
 
 use crate::run::set_prefetch;
@@ -83,6 +86,10 @@ struct QueryRun {
     latency_ms: f64,
     rows: usize,
     checksum: String,
+    /// The query's `prefetch_*` counters (summed into its policy's summary;
+    /// not written per query).
+    #[serde(skip)]
+    scans: ScanCounters,
     error: Option<String>,
 }
 
@@ -142,11 +149,17 @@ async fn context(
     Ok((ctx, stats))
 }
 
-async fn run_query(ctx: &SessionContext, query: &Query) -> (f64, Result<(usize, String)>) {
+/// One query: its latency, and its rows, checksum and scans' counters.
+async fn run_query(
+    ctx: &SessionContext,
+    query: &Query,
+) -> (f64, Result<(usize, String, ScanCounters)>) {
     let started = Instant::now();
     let result = async {
-        let batches = ctx.sql(&query.sql).await?.collect().await?;
-        Ok(checksum(&batches, Numbers::Exact)?)
+        let plan = ctx.sql(&query.sql).await?.create_physical_plan().await?;
+        let batches = collect(Arc::clone(&plan), ctx.task_ctx()).await?;
+        let (rows, checksum) = checksum(&batches, Numbers::Exact)?;
+        Ok((rows, checksum, scan_counters(&plan)))
     }
     .await;
     (started.elapsed().as_secs_f64() * 1e3, result)
@@ -226,9 +239,9 @@ async fn run_policy(
                 let mut runs = vec![];
                 for query in order {
                     let (latency_ms, result) = run_query(&ctx, &query).await;
-                    let (rows, checksum, error) = match result {
-                        Ok((rows, checksum)) => (rows, checksum, None),
-                        Err(e) => (0, String::new(), Some(e.to_string())),
+                    let (rows, checksum, scans, error) = match result {
+                        Ok((rows, checksum, scans)) => (rows, checksum, scans, None),
+                        Err(e) => (0, String::new(), ScanCounters::new(), Some(e.to_string())),
                     };
                     runs.push(QueryRun {
                         policy: policy.clone(),
@@ -240,6 +253,7 @@ async fn run_policy(
                         latency_ms,
                         rows,
                         checksum,
+                        scans,
                         error,
                     });
                 }
@@ -293,6 +307,10 @@ async fn run_policy(
         attempts: store_after.attempts() - store_before.attempts(),
         throttled: store_after.throttled - store_before.throttled,
         cpu_ms_per_query: cpu.as_secs_f64() * 1e3 / runs.len().max(1) as f64,
+        scans: runs.iter().fold(ScanCounters::new(), |mut sum, run| {
+            scans::add(&mut sum, &run.scans);
+            sum
+        }),
         window: governor
             .request_windows()
             .first()

@@ -4,6 +4,8 @@ use serde::Serialize;
 
 use datafusion_prefetch::RequestWindowStats;
 
+use super::scans::{self, ScanCounters};
+
 /// What one policy did, as `--json` reports it.
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct PolicySummary {
@@ -44,6 +46,8 @@ pub(super) struct PolicySummary {
     pub(super) throttled: u64,
     /// The process's CPU time (user + system) over the run, per query.
     pub(super) cpu_ms_per_query: f64,
+    /// Every `prefetch_*` counter of the run's scans, summed by name.
+    pub(super) scans: ScanCounters,
     /// The store's window of requests in flight (`auto` only).
     pub(super) window: Option<WindowSummary>,
 }
@@ -118,6 +122,7 @@ impl PolicySummary {
             all.attempts += round.attempts;
             all.throttled += round.throttled;
             cpu_ms += round.cpu_ms_per_query * round.queries as f64;
+            scans::add(&mut all.scans, &round.scans);
             all.window = match (all.window, round.window) {
                 (Some(sum), Some(next)) => Some(sum.then(next)),
                 (sum, next) => sum.or(next),

@@ -34,6 +34,8 @@ pub(super) fn markdown(
         out.push('\n');
         out.push_str(&causes_table(&runs));
         out.push('\n');
+        out.push_str(&scans_table(&runs));
+        out.push('\n');
     }
     if config.clients.len() > 1 || config.ceiling {
         out.push_str(&sweep_table(config, summaries));
@@ -84,6 +86,47 @@ fn results_table(runs: &[&PolicySummary]) -> String {
             s.failed_queries,
             if s.matches_off { "yes" } else { "NO" }
         ));
+    }
+    out
+}
+
+/// The scans' own counters (`prefetch_*`, as `EXPLAIN ANALYZE` names
+/// them), per query: what each policy fetched, split, wasted, shed, copied
+/// and sliced, and how often its scans waited on the governor.
+fn scans_table(runs: &[&PolicySummary]) -> String {
+    const COLUMNS: [(&str, &str, bool); 11] = [
+        ("requests", "prefetch_requests", false),
+        ("split", "prefetch_requests_split", false),
+        ("merged", "prefetch_requests_merged", false),
+        ("fetched MiB", "prefetch_bytes_fetched", true),
+        ("wasted MiB", "prefetch_bytes_wasted", true),
+        ("shed MiB", "prefetch_bytes_shed", true),
+        ("copied MiB", "prefetch_bytes_copied", true),
+        ("files in slices", "prefetch_files_page_granular", false),
+        ("slices", "prefetch_slices", false),
+        ("governor waits", "prefetch_governor_waits", false),
+        ("stalled reads ahead", "prefetch_stalled_read_ahead", false),
+    ];
+    let mut out = String::from("| policy, per query |");
+    for (heading, _, _) in COLUMNS {
+        out.push_str(&format!(" {heading} |"));
+    }
+    out.push_str("\n|---|");
+    out.push_str(&"---:|".repeat(COLUMNS.len()));
+    out.push('\n');
+    let latency = runs.first().map_or("", |s| s.latency.as_str());
+    for s in runs {
+        out.push_str(&format!("| {} |", label(s, latency)));
+        let queries = s.queries.max(1) as f64;
+        for (_, name, bytes) in COLUMNS {
+            let count = s.scans.get(name).copied().unwrap_or(0) as f64 / queries;
+            if bytes {
+                out.push_str(&format!(" {:.1} |", count / (1 << 20) as f64));
+            } else {
+                out.push_str(&format!(" {count:.1} |"));
+            }
+        }
+        out.push('\n');
     }
     out
 }

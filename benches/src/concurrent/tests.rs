@@ -106,6 +106,10 @@ async fn clients_share_one_runtime_and_match_off() {
         assert!(s["requests"].as_u64().unwrap() > 0, "{s}");
         assert!(s["attempts"].as_u64().unwrap() >= s["requests"].as_u64().unwrap());
         assert!(s["cpu_ms_per_query"].as_f64().unwrap() > 0.0, "{s}");
+        if s["policy"] != "off" {
+            let fetched = s["scans"]["prefetch_bytes_fetched"].as_u64().unwrap_or(0);
+            assert!(fetched > 0, "the scans' counters in {s}");
+        }
         if s["policy"] != "auto" {
             assert!(s["window"].is_null(), "only auto is paced: {s}");
         } else if s["latency"] != "none" {
