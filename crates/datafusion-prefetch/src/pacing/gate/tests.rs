@@ -1,8 +1,44 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use tokio::task::JoinHandle;
+
 use super::super::window::CALM_AFTER;
 use super::*;
+
+/// `n` reads ahead through `gate` at once, each sending with (a clone of)
+/// `send` and, once answered, ending its permit as answered after
+/// `answered`; each task gives how often its read was withdrawn.
+fn spawn_reads_ahead<F, Fut>(
+    gate: &Arc<RequestGate>,
+    n: usize,
+    answered: Duration,
+    send: F,
+) -> Vec<JoinHandle<u64>>
+where
+    F: FnMut() -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    (0..n)
+        .map(|_| {
+            let (gate, send) = (Arc::clone(gate), send.clone());
+            tokio::spawn(async move {
+                let sent = gate.read_ahead(None, send).await;
+                sent.permit.ended(Outcome::Answered(answered));
+                sent.withdrawn
+            })
+        })
+        .collect()
+}
+
+/// How often the reads of `reads` were withdrawn, summed, once all end.
+async fn withdrawn(reads: Vec<JoinHandle<u64>>) -> u64 {
+    let mut withdrawn = 0;
+    for read in reads {
+        withdrawn += read.await.unwrap();
+    }
+    withdrawn
+}
 
 #[tokio::test(start_paused = true)]
 async fn a_request_waits_for_room_and_a_dropped_wait_holds_nothing() {
@@ -30,21 +66,13 @@ async fn a_request_waits_for_room_and_a_dropped_wait_holds_nothing() {
 async fn a_cut_withdraws_reads_ahead_which_are_sent_again_when_there_is_room() {
     let gate = Arc::new(RequestGate::new(64));
     let sends = Arc::new(AtomicUsize::new(0));
-    let reads: Vec<_> = (0..20)
-        .map(|_| {
-            let (gate, sends) = (Arc::clone(&gate), Arc::clone(&sends));
-            tokio::spawn(async move {
-                let sent = gate
-                    .read_ahead(None, || {
-                        sends.fetch_add(1, Ordering::SeqCst);
-                        tokio::time::sleep(Duration::from_secs(1))
-                    })
-                    .await;
-                sent.permit.ended(Outcome::Answered(Duration::from_secs(1)));
-                sent.withdrawn
-            })
-        })
-        .collect();
+    let reads = spawn_reads_ahead(&gate, 20, Duration::from_secs(1), {
+        let sends = Arc::clone(&sends);
+        move || {
+            sends.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_secs(1))
+        }
+    });
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!(sends.load(Ordering::SeqCst), 20);
     // A client gave up on 503s: the window halves the 21 in flight.
@@ -60,10 +88,7 @@ async fn a_cut_withdraws_reads_ahead_which_are_sent_again_when_there_is_room() {
         20,
         "withdrawn until there is room"
     );
-    let mut withdrawn = 0;
-    for read in reads {
-        withdrawn += read.await.unwrap();
-    }
+    let withdrawn = withdrawn(reads).await;
     assert_eq!(
         withdrawn, 10,
         "each read ahead tells how often it was withdrawn"
@@ -83,39 +108,27 @@ async fn refusals_reported_while_reads_run_cut_at_once_and_withdraw_them() {
     // Twenty reads ahead; the first eight sendings are refused by the
     // store 10 ms in (their client then waits out a backoff), the rest
     // and every sending after them answer after 50 ms.
-    let reads: Vec<_> = (0..20)
-        .map(|_| {
-            let (gate, sends) = (Arc::clone(&gate), Arc::clone(&sends));
-            tokio::spawn(async move {
-                let sent = gate
-                    .read_ahead(None, || {
-                        let refused = sends.fetch_add(1, Ordering::SeqCst) < 8;
-                        async move {
-                            if refused {
-                                tokio::time::sleep(Duration::from_millis(10)).await;
-                                refused_now();
-                                tokio::time::sleep(Duration::from_millis(200)).await;
-                            }
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                        }
-                    })
-                    .await;
-                sent.permit
-                    .ended(Outcome::Answered(Duration::from_millis(50)));
-                sent.withdrawn
-            })
-        })
-        .collect();
+    let reads = spawn_reads_ahead(&gate, 20, Duration::from_millis(50), {
+        let sends = Arc::clone(&sends);
+        move || {
+            let refused = sends.fetch_add(1, Ordering::SeqCst) < 8;
+            async move {
+                if refused {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    refused_now();
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    });
     tokio::time::sleep(Duration::from_millis(20)).await;
     // Cut at the fourth refusal, from the 20 in flight to 10; only the
     // refused reads are withdrawn (the others are on admitted attempts).
     let state = gate.state();
     assert_eq!((state.cuts, state.limit, state.withdrawn), (1, 10, 8));
     assert_eq!(state.in_flight, 12);
-    let mut withdrawn = 0;
-    for read in reads {
-        withdrawn += read.await.unwrap();
-    }
+    let withdrawn = withdrawn(reads).await;
     assert_eq!(withdrawn, 8);
     assert_eq!(sends.load(Ordering::SeqCst), 28);
     assert_eq!(gate.state().in_flight, 0);
@@ -133,48 +146,36 @@ async fn a_refused_read_is_not_withdrawn_while_its_retry_is_on_the_wire() {
     // the next three are refused at 10 ms (the fourth refusal: a cut,
     // from 8 in flight to 4). Then each waits out a 200 ms backoff;
     // every sending answers 50 ms after its last refusal or its start.
-    let reads: Vec<_> = (0..8)
-        .map(|_| {
-            let (gate, sends) = (Arc::clone(&gate), Arc::clone(&sends));
-            tokio::spawn(async move {
-                let sent = gate
-                    .read_ahead(None, || {
-                        let sending = sends.fetch_add(1, Ordering::SeqCst);
-                        async move {
-                            let ms = |n| tokio::time::sleep(Duration::from_millis(n));
-                            if sending == 0 {
-                                ms(5).await;
-                                refused_now();
-                                ms(3).await;
-                                attempt_now();
-                                ms(22).await;
-                                refused_now();
-                                ms(200).await;
-                            } else if sending < 4 {
-                                ms(10).await;
-                                refused_now();
-                                ms(200).await;
-                            }
-                            ms(50).await;
-                        }
-                    })
-                    .await;
-                sent.permit
-                    .ended(Outcome::Answered(Duration::from_millis(50)));
-                sent.withdrawn
-            })
-        })
-        .collect();
+    let reads = spawn_reads_ahead(&gate, 8, Duration::from_millis(50), {
+        let sends = Arc::clone(&sends);
+        move || {
+            let sending = sends.fetch_add(1, Ordering::SeqCst);
+            async move {
+                let ms = |n| tokio::time::sleep(Duration::from_millis(n));
+                if sending == 0 {
+                    ms(5).await;
+                    refused_now();
+                    ms(3).await;
+                    attempt_now();
+                    ms(22).await;
+                    refused_now();
+                    ms(200).await;
+                } else if sending < 4 {
+                    ms(10).await;
+                    refused_now();
+                    ms(200).await;
+                }
+                ms(50).await;
+            }
+        }
+    });
     tokio::time::sleep(Duration::from_millis(20)).await;
     let state = gate.state();
     assert_eq!((state.cuts, state.limit), (1, 4));
     assert_eq!(state.withdrawn, 3, "not the read whose retry is out");
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert_eq!(gate.state().withdrawn, 4, "refused again, it goes");
-    let mut withdrawn = 0;
-    for read in reads {
-        withdrawn += read.await.unwrap();
-    }
+    let withdrawn = withdrawn(reads).await;
     assert_eq!(withdrawn, 4);
     assert_eq!(sends.load(Ordering::SeqCst), 12);
     assert_eq!(gate.state().in_flight, 0);

@@ -25,6 +25,16 @@ fn answer(window: &mut RequestWindow, n: usize, first_byte: Duration) {
     }
 }
 
+/// Keeps 64 requests in flight through 10,000 answers, the `i`th after
+/// `first_byte(i)`; panics if the window ever refuses the next request.
+fn answer_steadily(window: &mut RequestWindow, first_byte: impl Fn(u64) -> Duration) {
+    let mut tickets = send(window, 64);
+    for i in 0..10_000_u64 {
+        window.ended(tickets.remove(0), Outcome::Answered(first_byte(i)));
+        tickets.push(window.try_send().expect("the window stays open"));
+    }
+}
+
 #[test]
 fn the_window_starts_small_and_doubles_with_each_window_of_clean_answers() {
     let mut window = RequestWindow::new(1024);
@@ -50,12 +60,9 @@ fn a_store_that_never_throttles_is_never_held_back() {
     let mut window = opened(64);
     // A store's tail: one answer in 16 over 100 ms later than the quick
     // ones, here three in a row.
-    let mut tickets = send(&mut window, 64);
-    for i in 0..10_000_u64 {
-        let first_byte = if i % 48 < 3 { ms(200) } else { ms(25 + i % 20) };
-        window.ended(tickets.remove(0), Outcome::Answered(first_byte));
-        tickets.push(window.try_send().expect("the window stays open"));
-    }
+    answer_steadily(&mut window, |i| {
+        if i % 48 < 3 { ms(200) } else { ms(25 + i % 20) }
+    });
     assert_eq!((window.limit(), window.cuts()), (64, 0));
     assert!(!window.throttled());
 }
@@ -450,12 +457,9 @@ fn the_tail_of_a_store_that_never_throttled_does_not_cut_the_window() {
     // than its quick ones). Each run would have cut a window that cut on a
     // quarter.
     let mut window = opened(256);
-    let mut tickets = send(&mut window, 64);
-    for i in 0..10_000_u64 {
-        let first_byte = if i % 16 < 4 { ms(180) } else { ms(20 + i % 30) };
-        window.ended(tickets.remove(0), Outcome::Answered(first_byte));
-        tickets.push(window.try_send().expect("the window stays open"));
-    }
+    answer_steadily(&mut window, |i| {
+        if i % 16 < 4 { ms(180) } else { ms(20 + i % 30) }
+    });
     assert_eq!((window.limit(), window.cuts()), (256, 0));
     // Half of them slow is more than a tail: the cut.
     for _ in 0..SLOW_CUT_AFTER {
