@@ -165,7 +165,6 @@ async fn run_query(
     (started.elapsed().as_secs_f64() * 1e3, result)
 }
 
-/// Every client of `policy` at once; the runs and the policy's summary.
 /// One run: `clients` clients at once under `policy`, on `config`'s store
 /// (`ceiling`: with no latency).
 struct Run<'a> {
@@ -184,6 +183,8 @@ impl Run<'_> {
     }
 }
 
+/// Every client of `run` at once, on a runtime of its own; each query's run
+/// and the summary (`round` names the round in each query's run).
 async fn run_policy(
     suite: &Suite,
     run: &Run<'_>,
