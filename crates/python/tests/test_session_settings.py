@@ -1,7 +1,9 @@
 """SET prefetch.* through PrefetchConfig, a table's own settings over the
-session's, simulated latency, and a query interrupted midway."""
+session's, simulated latency, a query interrupted midway, and streams let go
+partly read."""
 
 import _thread
+import gc
 import signal
 import threading
 import time
@@ -10,6 +12,7 @@ import pytest
 from datafusion import SessionConfig, SessionContext
 
 import datafusion_prefetch as dp
+from conftest import FILES, ROWS_PER_FILE
 
 
 def prefetching_session(**settings) -> SessionContext:
@@ -121,6 +124,35 @@ def test_an_interrupted_query_leaves_nothing_running(local_dataset):
             break
         time.sleep(0.05)
     assert dp.governor_stats()["live_scans"] == 0
+    assert dp.governor_stats()["held_bytes"] == 0
+    assert all(scan["live_tasks"] == 0 for scan in table.scan_stats())
+    assert all(scan["staged_bytes"] == 0 for scan in table.scan_stats())
+
+
+@pytest.mark.parametrize("policy", ["off", "pipelined", "streaming", "auto"])
+def test_partly_read_streams_let_go_then_the_session_answers_again(local_dataset, policy):
+    # datafusion-ffi releases a stream on the thread that lets it go, where
+    # no tokio runtime is current: the scan's work must not start there.
+    table = dp.ParquetTable(str(local_dataset), simulate_latency="30ms", policy=policy)
+    ctx = SessionContext(SessionConfig().with_target_partitions(2))
+    ctx.register_table("t", table)
+    query = "SELECT * FROM t WHERE amount > 1"
+    for _ in range(2):
+        stream = ctx.sql(query).execute_stream()
+        assert next(stream) is not None
+        del stream
+        streams = ctx.sql(query).execute_stream_partitioned()
+        assert any(next(s, None) is not None for s in streams)
+        del streams
+        gc.collect()
+    total = ctx.sql("SELECT count(*) AS n FROM t").to_pylist()[0]["n"]
+    assert total == FILES * ROWS_PER_FILE
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        live = [scan["live_tasks"] for scan in table.scan_stats()]
+        if dp.governor_stats()["held_bytes"] == 0 and not any(live):
+            break
+        time.sleep(0.05)
     assert dp.governor_stats()["held_bytes"] == 0
     assert all(scan["live_tasks"] == 0 for scan in table.scan_stats())
     assert all(scan["staged_bytes"] == 0 for scan in table.scan_stats())

@@ -26,7 +26,7 @@ use super::probe::Probe;
 use super::pruning::StatisticsPruning;
 use super::reservation::{Refusal, Reservation};
 use super::sink::{EventSink, Reports};
-use super::tasks::{ScanTask, SharedResult};
+use super::tasks::{ScanRuntime, ScanTask, SharedResult};
 use super::units::ScanUnits;
 use crate::attempts::ScanAttempts;
 use crate::governor::{Hold, Notice, PrefetchGovernor, ScanShare, Tenant};
@@ -93,6 +93,8 @@ pub(crate) struct ScanDriver {
     pub(super) probe: Probe,
     /// `auto`: tasks that start a partition once the store is measured.
     pub(super) starts: Mutex<Vec<AbortHandle>>,
+    /// Where the scan's background work runs, wherever it is started from.
+    runtime: ScanRuntime,
     pub(super) reservation: Reservation,
     pub(super) metrics: ScanMetrics,
     /// When its GETs are hedged, as last decided (`None`: never).
@@ -132,6 +134,7 @@ impl ScanDriver {
 
     fn with_parts(parts: DriverParts, share: ScanShare, this: &Weak<Self>) -> Self {
         let hedge_after = parts.core.may_hedge().then(HedgeDelay::default);
+        let runtime = ScanRuntime::here();
         Self {
             core: Mutex::new(parts.core),
             published: Mutex::new(CoreStats::default()),
@@ -140,6 +143,7 @@ impl ScanDriver {
                 Arc::clone(&parts.store),
                 parts.governor.shared_reads().join(),
                 Arc::clone(&parts.governor),
+                runtime.clone(),
             ),
             store: parts.store,
             inner_factory: parts.inner_factory,
@@ -149,6 +153,7 @@ impl ScanDriver {
             footers: Footers::new(parts.slicing, parts.pruning.map(Arc::new)),
             probe: Probe::default(),
             starts: Mutex::new(vec![]),
+            runtime,
             reservation: Reservation::new(parts.reservation, share),
             hedge_after,
             pacing: parts.pacing,
@@ -167,7 +172,7 @@ impl ScanDriver {
 
     /// A background task of this scan (see [`ScanTask`]).
     pub(super) fn task(&self) -> ScanTask {
-        ScanTask::new(&self.metrics)
+        ScanTask::new(&self.metrics, self.runtime.handle())
     }
 
     /// Where the attempts of the scan's reads count.

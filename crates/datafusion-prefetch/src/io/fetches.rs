@@ -14,7 +14,7 @@ use tokio::task::AbortHandle;
 
 use super::fetch::{Sending, SharedObject, ShortBodies, Target, fetch_planned};
 use super::sink::{Reports, report};
-use super::tasks::{ScanTask, SharedResult, Slot};
+use super::tasks::{ScanRuntime, ScanTask, SharedResult, Slot};
 use crate::governor::{Hold, PrefetchGovernor, hold_buffers};
 use crate::pacing::Wanted;
 use crate::scheduler::{Event, FetchId, Part, RequestPlan};
@@ -43,15 +43,18 @@ pub(crate) struct Fetches {
     slowest_micros: Arc<AtomicU64>,
     /// Told when a reader comes to wait on the fetch, until it is released.
     wanted: Mutex<HashMap<FetchId, Arc<Wanted>>>,
+    /// Where the fetches run, wherever they are started from.
+    runtime: ScanRuntime,
 }
 
 impl Fetches {
-    /// No fetches yet, of objects in `store`, sharing reads as `sharing`
-    /// and finding what planning kept under `governor`.
+    /// No fetches yet, of objects in `store`, sharing reads as `sharing`,
+    /// finding what planning kept under `governor` and running on `runtime`.
     pub(crate) fn new(
         store: Arc<dyn ObjectStore>,
         sharing: ReadSharing,
         governor: Arc<PrefetchGovernor>,
+        runtime: ScanRuntime,
     ) -> Self {
         Self {
             store,
@@ -62,6 +65,7 @@ impl Fetches {
             riding: Mutex::default(),
             slowest_micros: Arc::default(),
             wanted: Mutex::default(),
+            runtime,
         }
     }
 
@@ -91,63 +95,59 @@ impl Fetches {
             object.modified,
         ));
         let sharing = Arc::clone(&self.sharing);
+        let task = ScanTask::new(sending.metrics, self.runtime.handle());
         let slowest = Arc::clone(&self.slowest_micros);
-        let task = ScanTask::new(sending.metrics);
         let metrics = sending.metrics.clone();
         let hedge_after = sending.after.cloned();
         let pacing = sending.pacing.cloned();
         let wanted = Arc::new(Wanted::default());
         self.wanted.lock().insert(id, Arc::clone(&wanted));
-        let slot = Slot::spawn(
-            "prefetch task",
-            task.run(async move {
-                report(&sink, Event::FetchSent { id });
-                let started = Instant::now();
-                let sending = Sending {
-                    after: hedge_after.as_ref(),
-                    metrics: &metrics,
-                    pacing: pacing.as_ref(),
-                    demand: false,
-                    wanted: Some(&wanted),
-                };
-                let shared = SharedObject {
-                    sharing: &sharing,
-                    object: &object,
-                };
-                let target = Target {
-                    location: &object.location,
-                    kept: kept.as_ref(),
-                    shared: Some(shared),
-                };
-                match fetch_planned(
-                    store.as_ref(),
-                    target,
-                    &requests,
-                    ShortBodies::Fail,
-                    sending,
-                    &sink,
-                )
-                .await
-                {
-                    Ok(bytes) => {
-                        let micros =
-                            u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-                        slowest.fetch_max(micros, Ordering::Relaxed);
-                        Ok(Arc::new(hold_buffers(bytes, hold)))
-                    }
-                    Err(e) => {
-                        // The scheduler unstages the failed bytes before the hold
-                        // goes; a scan being dropped cannot hear of it, so its
-                        // staged gauge falls first, as its drop is about to make it.
-                        if !report(&sink, Event::FetchFailed { id }) {
-                            hold.release_as_scan_ends();
-                        }
-                        let location = &object.location;
-                        Err(Arc::new(format!("prefetch of {location} failed: {e}")))
-                    }
+        let slot = task.spawn_slot("prefetch task", async move {
+            report(&sink, Event::FetchSent { id });
+            let started = Instant::now();
+            let sending = Sending {
+                after: hedge_after.as_ref(),
+                metrics: &metrics,
+                pacing: pacing.as_ref(),
+                demand: false,
+                wanted: Some(&wanted),
+            };
+            let shared = SharedObject {
+                sharing: &sharing,
+                object: &object,
+            };
+            let target = Target {
+                location: &object.location,
+                kept: kept.as_ref(),
+                shared: Some(shared),
+            };
+            match fetch_planned(
+                store.as_ref(),
+                target,
+                &requests,
+                ShortBodies::Fail,
+                sending,
+                &sink,
+            )
+            .await
+            {
+                Ok(bytes) => {
+                    let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                    slowest.fetch_max(micros, Ordering::Relaxed);
+                    Ok(Arc::new(hold_buffers(bytes, hold)))
                 }
-            }),
-        );
+                Err(e) => {
+                    // The scheduler unstages the failed bytes before the hold
+                    // goes; a scan being dropped cannot hear of it, so its
+                    // staged gauge falls first, as its drop is about to make it.
+                    if !report(&sink, Event::FetchFailed { id }) {
+                        hold.release_as_scan_ends();
+                    }
+                    let location = &object.location;
+                    Err(Arc::new(format!("prefetch of {location} failed: {e}")))
+                }
+            }
+        });
         self.slots.lock().insert(id, slot);
     }
 
@@ -292,6 +292,7 @@ mod tests {
             Arc::new(InMemory::new()),
             governor.shared_reads().join(),
             Arc::clone(&governor),
+            ScanRuntime::here(),
         );
         let (riding, released) = (FetchId(1), FetchId(2));
         fetches.ride(riding);
@@ -334,6 +335,7 @@ mod tests {
             Arc::clone(&store),
             governor.shared_reads().join(),
             Arc::clone(&governor),
+            ScanRuntime::here(),
         );
         // A window of one, taken by another scan's read that never answers.
         let gate = Arc::new(RequestGate::new(1));

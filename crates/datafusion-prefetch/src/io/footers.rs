@@ -63,35 +63,32 @@ impl Footers {
         } else {
             PageIndexPolicy::Skip
         };
-        let slot = Slot::spawn(
-            "footer read",
-            task.run(async move {
-                let options = ArrowReaderOptions::new().with_page_index_policy(page_index);
-                let started = Instant::now();
-                let mut metadata = reader
-                    .get_metadata(Some(&options))
-                    .await
-                    .map_err(|e| Arc::new(e.to_string()))?;
-                if timed {
-                    let took = started.elapsed();
-                    report(&sink, Event::RequestTimed { bytes: 0, took });
-                }
-                if !offset_index_fits(&metadata, file.object_meta.size) {
-                    // Loaded for slicing only: a decoder must meet a corrupt offset
-                    // index only if it loads the page index itself, as without us.
-                    metadata = Arc::new(
-                        ParquetMetaData::clone(&metadata)
-                            .into_builder()
-                            .set_column_index(None)
-                            .set_offset_index(None)
-                            .build(),
-                    );
-                }
-                let layout = Arc::new(layout_of(&metadata, &file, slicing, pruning.as_deref()));
-                report(&sink, Event::FooterKnown { file: id, layout });
-                Ok(metadata)
-            }),
-        );
+        let slot = task.spawn_slot("footer read", async move {
+            let options = ArrowReaderOptions::new().with_page_index_policy(page_index);
+            let started = Instant::now();
+            let mut metadata = reader
+                .get_metadata(Some(&options))
+                .await
+                .map_err(|e| Arc::new(e.to_string()))?;
+            if timed {
+                let took = started.elapsed();
+                report(&sink, Event::RequestTimed { bytes: 0, took });
+            }
+            if !offset_index_fits(&metadata, file.object_meta.size) {
+                // Loaded for slicing only: a decoder must meet a corrupt offset
+                // index only if it loads the page index itself, as without us.
+                metadata = Arc::new(
+                    ParquetMetaData::clone(&metadata)
+                        .into_builder()
+                        .set_column_index(None)
+                        .set_offset_index(None)
+                        .build(),
+                );
+            }
+            let layout = Arc::new(layout_of(&metadata, &file, slicing, pruning.as_deref()));
+            report(&sink, Event::FooterKnown { file: id, layout });
+            Ok(metadata)
+        });
         self.slots.lock().insert(id, slot);
     }
 

@@ -33,19 +33,16 @@ impl Probe {
             let store = Arc::clone(store);
             let location = location.clone();
             let task = task();
-            Slot::spawn(
-                "store probe",
-                task.run(async move {
-                    let started = Instant::now();
-                    store
-                        .head(&location)
-                        .await
-                        .map_err(|e| Arc::new(e.to_string()))?;
-                    let took = started.elapsed();
-                    report(&sink, Event::RequestTimed { bytes: 0, took });
-                    Ok(())
-                }),
-            )
+            task.spawn_slot("store probe", async move {
+                let started = Instant::now();
+                store
+                    .head(&location)
+                    .await
+                    .map_err(|e| Arc::new(e.to_string()))?;
+                let took = started.elapsed();
+                report(&sink, Event::RequestTimed { bytes: 0, took });
+                Ok(())
+            })
         });
         slot.result.clone()
     }

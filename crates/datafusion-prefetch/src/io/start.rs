@@ -25,9 +25,9 @@ impl ScanDriver {
     /// everything else starts at once. Outside a tokio runtime nothing starts
     /// early: the first poll opens the file as usual.
     pub(crate) fn partition_started(&self, partition: usize) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        if tokio::runtime::Handle::try_current().is_err() {
             return;
-        };
+        }
         if self.units.len() == 0 {
             return;
         }
@@ -38,7 +38,7 @@ impl ScanDriver {
             return;
         };
         let this = self.this.clone();
-        let task = runtime.spawn(self.task().run(async move {
+        let task = self.task().spawn(async move {
             // Whichever lands first: this scan's probe, or any sibling scan's
             // measurement of the store (every scan of a query starts at once,
             // each with a probe of its own).
@@ -70,10 +70,10 @@ impl ScanDriver {
             if let Some(driver) = this.upgrade() {
                 driver.apply([Event::PartitionStarted { partition }]);
             }
-        }));
+        });
         let mut starts = self.starts.lock();
         starts.retain(|h| !h.is_finished());
-        starts.push(task.abort_handle());
+        starts.extend(task);
     }
 
     /// `auto` before any request has been timed (footers came from the

@@ -2,11 +2,16 @@
 //! and over the real wire against S3, GCS, Azure Blob and HTTP servers (`wire`).
 //! One test binary, so DataFusion is linked once.
 
+// Tests spawn on the runtime `#[tokio::test]` gives them; the library may
+// not (clippy.toml).
+#![allow(clippy::disallowed_methods)]
+
 mod accounting;
 mod auto;
 mod bad_input;
 mod concurrency;
 mod differential;
+mod dropping;
 mod errors;
 mod executions;
 mod fault_matrix;

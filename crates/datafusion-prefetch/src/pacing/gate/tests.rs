@@ -1,3 +1,6 @@
+// Tests spawn on the runtime `#[tokio::test]` gives them (clippy.toml).
+#![allow(clippy::disallowed_methods)]
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
