@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::{LatencyModel, RequestRateLimit, RetryModel};
+use crate::{LatencyModel, RequestRateLimit, RetryModel, ThrottleAnswer};
 
 /// Per-connection bandwidth of the [`s3`](SimulatedStoreConfig::s3) profile:
 /// 100 MiB/s, roughly what a single S3 GET sustains from an EC2 instance in
@@ -217,6 +217,9 @@ impl fmt::Display for SimulatedStoreConfig {
                 "rate_limit={}/s burst={} ",
                 limit.per_second, limit.burst
             )?;
+            if limit.answer != ThrottleAnswer::default() {
+                write!(f, "throttle_answer={:?} ", limit.answer)?;
+            }
         }
         if self.retry != RetryModel::default() {
             write!(f, "retry={:?} ", self.retry)?;

@@ -13,7 +13,8 @@
 //! * **per-connection bandwidth**, charged as the body is consumed;
 //! * optionally a **request-rate limit per prefix** ([`RequestRateLimit`],
 //!   on at S3's 5,500 requests/s in the `s3` profile): a GET, HEAD or LIST
-//!   page over it is answered `503 SlowDown` after its round trip and
+//!   page over it is answered `503 SlowDown` (or, set so, `429 Too Many
+//!   Requests`) after its round trip and
 //!   retried with object_store's backoff ([`RetryModel`]), so the caller
 //!   sees what an object_store S3 client shows it — a delay, or the
 //!   client's error once it gives up.
@@ -158,4 +159,4 @@ pub use latency::{LatencyModel, ParseLatencyModelError};
 pub use retry::RetryModel;
 pub use stats::{RequestRecord, RequestState, StatsSnapshot, StoreStats};
 pub use store::{Attempt, AttemptObserver, SimulatedStore};
-pub use throttle::{RequestRateLimit, S3_REQUESTS_PER_SEC_PER_PREFIX};
+pub use throttle::{RequestRateLimit, S3_REQUESTS_PER_SEC_PER_PREFIX, ThrottleAnswer};

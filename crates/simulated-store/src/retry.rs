@@ -10,6 +10,8 @@ use rand::Rng;
 use rand::rngs::StdRng;
 use tokio::time::Instant;
 
+use crate::ThrottleAnswer;
+
 /// The retries a client makes of a request answered `503 SlowDown`:
 /// object_store 0.13's `RetryConfig` and `BackoffConfig`, whose defaults
 /// [`Default`] copies.
@@ -124,6 +126,7 @@ pub(crate) struct SlowDown {
     pub(crate) model: RetryModel,
     pub(crate) prefix: String,
     pub(crate) per_second: u32,
+    pub(crate) answer: ThrottleAnswer,
 }
 
 impl fmt::Display for SlowDown {
@@ -132,14 +135,14 @@ impl fmt::Display for SlowDown {
             f,
             "Error performing {} {} in {:?}, after {} retries, max_retries: {}, \
              retry_timeout: {:?}  - Server returned non-2xx status code: \
-             503 Service Unavailable: SlowDown (simulated: prefix '{}' is over \
-             its {} requests/s)",
+             {} (simulated: prefix '{}' is over its {} requests/s)",
             self.method,
             self.target,
             self.elapsed,
             self.retries,
             self.model.max_retries,
             self.model.retry_timeout,
+            self.answer.status_and_reason(),
             self.prefix,
             self.per_second
         )
@@ -229,6 +232,7 @@ mod tests {
             model: RetryModel::default(),
             prefix: "data".into(),
             per_second: 50,
+            answer: ThrottleAnswer::SlowDown,
         };
         assert_eq!(
             error.to_string(),

@@ -11,9 +11,9 @@ pub const S3_REQUESTS_PER_SEC_PER_PREFIX: u32 = 5_500;
 
 /// A limit on the requests a store admits per second for each prefix
 /// (an object's folder: everything before its last `/`; a listing's own
-/// prefix). A request over the limit is answered `503 SlowDown` after a
-/// round trip, and the client retries it (see
-/// [`RetryModel`](crate::RetryModel)).
+/// prefix). A request over the limit is answered after a round trip with
+/// [`answer`](Self::answer) (S3's `503 SlowDown` unless set), and the client
+/// retries it (see [`RetryModel`](crate::RetryModel)).
 ///
 /// Each prefix has a token bucket holding up to [`burst`](Self::burst)
 /// tokens and refilled at [`per_second`](Self::per_second); an admitted
@@ -35,6 +35,31 @@ pub struct RequestRateLimit {
     pub per_second: u32,
     /// Requests a prefix that has been idle admits at once. At least 1.
     pub burst: u32,
+    /// The status a request over the limit is answered with.
+    pub answer: ThrottleAnswer,
+}
+
+/// The status a store answers a request over its rate limit with; object_store's
+/// client retries both alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ThrottleAnswer {
+    /// `503 Service Unavailable`, reason `SlowDown`: S3's.
+    #[default]
+    SlowDown,
+    /// `429 Too Many Requests`, reason `rateLimitExceeded`: GCS's (Azure
+    /// Blob answers `503 ServerBusy`, some Azure and HTTP services `429`).
+    TooManyRequests,
+}
+
+impl ThrottleAnswer {
+    /// The status and reason, as object_store's client words them after the
+    /// status code.
+    pub(crate) fn status_and_reason(self) -> &'static str {
+        match self {
+            Self::SlowDown => "503 Service Unavailable: SlowDown",
+            Self::TooManyRequests => "429 Too Many Requests: rateLimitExceeded",
+        }
+    }
 }
 
 impl RequestRateLimit {
@@ -52,6 +77,7 @@ impl RequestRateLimit {
         Self {
             per_second,
             burst: per_second,
+            answer: ThrottleAnswer::SlowDown,
         }
     }
 
@@ -59,6 +85,13 @@ impl RequestRateLimit {
     /// burst of one second's worth.
     pub fn s3() -> Self {
         Self::per_second(S3_REQUESTS_PER_SEC_PER_PREFIX)
+    }
+
+    /// Sets the status a request over the limit is answered with.
+    #[must_use]
+    pub fn with_answer(mut self, answer: ThrottleAnswer) -> Self {
+        self.answer = answer;
+        self
     }
 
     /// Sets the burst.
@@ -184,7 +217,8 @@ mod tests {
             RequestRateLimit::s3(),
             RequestRateLimit {
                 per_second: 5_500,
-                burst: 5_500
+                burst: 5_500,
+                answer: ThrottleAnswer::SlowDown,
             }
         );
     }

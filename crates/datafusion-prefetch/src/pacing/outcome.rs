@@ -7,7 +7,8 @@ use std::time::Duration;
 pub(crate) enum Outcome {
     /// The first byte came after this long.
     Answered(Duration),
-    /// The client gave up on `503`s: throttled beyond doubt.
+    /// The client gave up on throttling answers (`503`, `429`): throttled
+    /// beyond doubt.
     GaveUp,
     /// Failed otherwise, or dropped before its answer: no evidence.
     NoAnswer,
@@ -15,11 +16,20 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     /// A failed request's outcome. object_store's client retries a `503`
-    /// and, once it gives up, fails with the last status in its message
-    /// (`… 503 Service Unavailable …`; S3 names the reason `SlowDown`).
+    /// or a `429` and, once it gives up, fails with the last status in its
+    /// message (`… 503 Service Unavailable …`, `… 429 Too Many Requests …`).
+    /// S3 throttles with `503 SlowDown`, GCS with `429` (reason
+    /// `rateLimitExceeded`) or `503`, Azure Blob with `503 ServerBusy`; the
+    /// attempt counting (`attempts::connector`) counts the same two
+    /// statuses as throttled.
     pub(crate) fn of_error(error: &object_store::Error) -> Self {
         let message = error.to_string();
-        if message.contains("503 Service Unavailable") || message.contains("SlowDown") {
+        let throttled = [
+            "503 Service Unavailable",
+            "429 Too Many Requests",
+            "SlowDown",
+        ];
+        if throttled.iter().any(|answer| message.contains(answer)) {
             Self::GaveUp
         } else {
             Self::NoAnswer
@@ -39,7 +49,7 @@ mod tests {
     }
 
     #[test]
-    fn a_client_that_gave_up_on_503s_is_told_from_other_failures() {
+    fn a_client_that_gave_up_on_503s_or_429s_is_told_from_other_failures() {
         // As object_store 0.13's retrying client words it.
         let gave_up = generic(
             "Error performing GET http://127.0.0.1/bucket/x.parquet in 12.5s, after 10 \
@@ -49,6 +59,15 @@ mod tests {
         assert_eq!(Outcome::of_error(&gave_up), Outcome::GaveUp);
         let slow_down = generic("<Error><Code>SlowDown</Code></Error>");
         assert_eq!(Outcome::of_error(&slow_down), Outcome::GaveUp);
+        // GCS's and Azure's throttling status, worded as the same client
+        // words it after its last retry.
+        let too_many = generic(
+            "Error performing GET http://127.0.0.1/bucket/x.parquet in 12.5s, after 10 \
+             retries, max_retries: 10, retry_timeout: 180s  - Server returned non-2xx \
+             status code: 429 Too Many Requests: {\"error\":{\"code\":429,\
+             \"errors\":[{\"reason\":\"rateLimitExceeded\"}]}}",
+        );
+        assert_eq!(Outcome::of_error(&too_many), Outcome::GaveUp);
         for other in [
             generic("Server returned non-2xx status code: 500 Internal Server Error: "),
             object_store::Error::NotFound {

@@ -158,6 +158,9 @@ impl ObjectStore for PacedStore {
 mod tests {
     use std::time::Duration;
 
+    use datafusion_prefetch_simstore::{
+        RequestRateLimit, RetryModel, SimulatedStore, SimulatedStoreConfig, ThrottleAnswer,
+    };
     use object_store::memory::InMemory;
     use object_store::{ObjectStoreExt, PutPayload};
 
@@ -184,6 +187,41 @@ mod tests {
         let ranges = store.get_ranges(&path, &[0..2, 4..6]).await.unwrap();
         assert_eq!(ranges, [&b"fo"[..], &b"er"[..]]);
         assert_eq!(gate.state().in_flight, 0);
+    }
+
+    /// GCS throttles with `429`: a GET whose client gave up on them cuts
+    /// the window at once, as one that gave up on `503`s does.
+    #[tokio::test]
+    async fn a_get_whose_client_gave_up_on_429s_cuts_the_window() {
+        for answer in [ThrottleAnswer::SlowDown, ThrottleAnswer::TooManyRequests] {
+            // One request a second, and a client that does not retry.
+            let limit = RequestRateLimit::per_second(1).with_answer(answer);
+            let config = SimulatedStoreConfig::none()
+                .with_rate_limit(Some(limit))
+                .with_retry(RetryModel {
+                    max_retries: 0,
+                    ..RetryModel::default()
+                });
+            let inner = SimulatedStore::new(InMemory::new(), config);
+            let path = Path::from("data/a");
+            inner
+                .inner()
+                .put(&path, PutPayload::from_static(b"footer"))
+                .await
+                .unwrap();
+            let gate = Arc::new(RequestGate::new(8));
+            let store = PacedStore::new(Arc::new(inner), Arc::clone(&gate));
+            store.get(&path).await.unwrap().bytes().await.unwrap();
+            let refused = store.get(&path).await.unwrap_err().to_string();
+            let status = match answer {
+                ThrottleAnswer::SlowDown => "503 Service Unavailable",
+                ThrottleAnswer::TooManyRequests => "429 Too Many Requests",
+            };
+            assert!(refused.contains(status), "{refused}");
+            let stats = gate.stats();
+            assert_eq!(stats.counts.cuts_on_give_ups, 1, "{answer:?}: {refused}");
+            assert!(stats.state.limit < 8, "{answer:?}: {:?}", stats.state);
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -34,7 +34,7 @@ pub struct RequestWindowStats {
     pub cuts_on_slow_answers: u64,
     /// Cuts tipped by `503`s the store's client reported.
     pub cuts_on_refusals: u64,
-    /// Cuts because a client gave up on `503`s.
+    /// Cuts because a client gave up on `503`s or `429`s.
     pub cuts_on_give_ups: u64,
     /// Reads ahead a cut withdrew (each sent again later).
     pub withdrawn: u64,

@@ -138,7 +138,7 @@ pub(crate) struct WindowCounts {
     pub cuts_on_slow_answers: u64,
     /// Cuts tipped by refusals the client reported.
     pub cuts_on_refusals: u64,
-    /// Cuts because a client gave up on `503`s.
+    /// Cuts because a client gave up on `503`s or `429`s.
     pub cuts_on_give_ups: u64,
     /// Hedges sent.
     pub hedges: u64,

@@ -1,11 +1,12 @@
-//! A store that throttles: over its request rate it answers `503 SlowDown`,
-//! which the client retries after a backoff. `auto` narrows its window of
+//! A store that throttles: over its request rate it answers `503 SlowDown`
+//! (S3) or `429 Too Many Requests` (GCS), which the client retries after a
+//! backoff. `auto` narrows its window of
 //! requests in flight, so it provokes fewer `503`s than a fixed policy
 //! opening as many files ahead, and every policy answers as `off` does.
 
 use std::time::Duration;
 
-use datafusion_prefetch_simstore::RequestRateLimit;
+use datafusion_prefetch_simstore::{RequestRateLimit, ThrottleAnswer};
 
 use datafusion_prefetch::{RequestPrice, prefetch_stats};
 
@@ -14,15 +15,25 @@ use crate::support::{Fixture, FixtureOptions, fixture, metric, parquet_file, set
 const SQL: &str = "SELECT count(*), sum(payload), min(id), max(tag) FROM t";
 
 /// 48 files of 4 row groups each in a store of 10 ms round trips that
-/// admits 100 requests a second, 10 at once.
+/// admits 100 requests a second, 10 at once, answering `503 SlowDown` over
+/// that.
 async fn throttling_store() -> Fixture {
+    throttling_store_answering(ThrottleAnswer::SlowDown).await
+}
+
+/// [`throttling_store`], answering `answer` over its rate.
+async fn throttling_store_answering(answer: ThrottleAnswer) -> Fixture {
     let files = (0..48)
         .map(|i| parquet_file(i * 2_000, 2_000, 500))
         .collect();
     let options = FixtureOptions {
         latency: Duration::from_millis(10),
         partitions: 2,
-        rate_limit: Some(RequestRateLimit::per_second(100).with_burst(10)),
+        rate_limit: Some(
+            RequestRateLimit::per_second(100)
+                .with_burst(10)
+                .with_answer(answer),
+        ),
         ..Default::default()
     };
     fixture(files, options).await
@@ -72,6 +83,25 @@ async fn explain_analyze_shows_the_window_auto_cut() {
     // Cut from the first window of 32 at least once.
     assert!((1..32).contains(&window), "{text}");
     assert!(fx.store.throttled() > 0);
+}
+
+/// GCS throttles with `429 Too Many Requests`: `auto` cuts its window on
+/// them as on `503`s, and answers as `off` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_backs_off_a_store_that_answers_429() {
+    let fx = throttling_store_answering(ThrottleAnswer::TooManyRequests).await;
+    fx.set("policy", "auto").await;
+    let text = sql_text(&fx.ctx, &format!("EXPLAIN ANALYZE {SQL}")).await;
+    assert!(
+        metric(&text, "prefetch_auto_request_window_cuts") >= 1,
+        "{text}"
+    );
+    assert!(metric(&text, "prefetch_attempts_throttled") >= 1, "{text}");
+    assert!(fx.store.throttled() > 0);
+    let (auto, _) = fx.run(SQL).await;
+    fx.set("policy", "off").await;
+    let (expected, _) = fx.run(SQL).await;
+    assert_eq!(auto, expected);
 }
 
 /// Every attempt the store answered while a query ran, retries and hedges

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use crate::retry::{Retries, SlowDown};
 use crate::throttle::{PrefixBuckets, prefix_of};
-use crate::{LatencyModel, RequestRateLimit, RetryModel, StoreStats};
+use crate::{LatencyModel, RequestRateLimit, RetryModel, StoreStats, ThrottleAnswer};
 
 /// The connection pool and the store's rate limit, shared by a store and
 /// its listings.
@@ -205,7 +205,12 @@ impl Wire {
             .retries
             .as_ref()
             .expect("only a throttled request gives up");
-        let per_second = self.limit.as_ref().map_or(0, |(limit, _)| limit.per_second);
+        let (per_second, answer) = self
+            .limit
+            .as_ref()
+            .map_or((0, ThrottleAnswer::SlowDown), |(limit, _)| {
+                (limit.per_second, limit.answer)
+            });
         object_store::Error::Generic {
             store: "SimulatedStore",
             source: Box::new(SlowDown {
@@ -216,6 +221,7 @@ impl Wire {
                 model: *retries.model(),
                 prefix: request.prefix.to_owned(),
                 per_second,
+                answer,
             }),
         }
     }
