@@ -9,10 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream, execute_stream};
-use datafusion_prefetch::{PrefetchGovernor, prefetch_stats};
+use datafusion_prefetch::prefetch_stats;
 use futures::StreamExt;
 
-use crate::support::{Fixture, FixtureOptions, assert_released, fixture, parquet_file, sql_text};
+use crate::support::{
+    Fixture, FixtureOptions, assert_nothing_left, fixture, parquet_file, sql_text,
+};
 
 const POLICIES: [&str; 5] = ["off", "batched", "pipelined", "streaming", "auto"];
 
@@ -52,22 +54,10 @@ async fn partly_read(
     (plan, stream)
 }
 
-/// Nothing of `plan`'s scans is left staged, running, reserved or held, and
-/// the session still answers.
+/// Nothing of `plan`'s scans is left staged, running, reserved or held,
+/// and the session still answers.
 async fn assert_clean_after(fx: &Fixture, plan: &Arc<dyn ExecutionPlan>, what: &str) {
-    assert_released(&prefetch_stats(plan), fx.pool.as_ref(), what).await;
-    let governor = PrefetchGovernor::of(&fx.ctx.runtime_env());
-    for _ in 0..300 {
-        if governor.held_bytes() == 0 && governor.live_scans() == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(
-        (governor.held_bytes(), governor.live_scans()),
-        (0, 0),
-        "{what}: {governor:?}"
-    );
+    assert_nothing_left(fx, plan, what).await;
     let count = sql_text(&fx.ctx, "SELECT count(*) AS n FROM t").await;
     assert!(count.contains("| 48000 |"), "{what}: {count}");
 }

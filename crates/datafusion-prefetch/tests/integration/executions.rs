@@ -9,12 +9,11 @@ use std::time::Duration;
 use datafusion::arrow::array::{Array, Int64Array};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::physical_plan::collect;
 use datafusion::physical_plan::execution_plan::reset_plan_states;
-use datafusion::physical_plan::{ExecutionPlan, collect};
-use datafusion_prefetch::{PrefetchGovernor, prefetch_stats};
 use datafusion_prefetch_simstore::{Fault, FaultRule};
 
-use crate::support::{Fixture, FixtureOptions, assert_released, chunk, fixture, parquet_file};
+use crate::support::{Fixture, FixtureOptions, assert_nothing_left, chunk, fixture, parquet_file};
 
 const POLICIES: [&str; 5] = ["off", "batched", "pipelined", "streaming", "auto"];
 
@@ -38,24 +37,6 @@ async fn twelve_files() -> Fixture {
 
 fn text(batches: &[RecordBatch]) -> String {
     pretty_format_batches(batches).unwrap().to_string()
-}
-
-/// Nothing of `plan`'s scans is left staged, running, reserved or held.
-async fn assert_nothing_left(fx: &Fixture, plan: &Arc<dyn ExecutionPlan>, what: &str) {
-    assert_released(&prefetch_stats(plan), fx.pool.as_ref(), what).await;
-    let governor = PrefetchGovernor::of(&fx.ctx.runtime_env());
-    for _ in 0..300 {
-        if governor.held_bytes() == 0 && governor.live_scans() == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(
-        (governor.held_bytes(), governor.live_scans()),
-        (0, 0),
-        "{what}: {governor:?}"
-    );
-    assert_eq!(governor.staged_over_held_violations(), 0, "{what}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,7 +14,7 @@ use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_prefetch::attempts::{record_attempt, record_throttled};
-use datafusion_prefetch::{PrefetchStats, enable_prefetch, prefetch_stats};
+use datafusion_prefetch::{PrefetchGovernor, PrefetchStats, enable_prefetch, prefetch_stats};
 use datafusion_prefetch_simstore::{
     Attempt, FaultRules, FaultStats, FaultyStore, RequestRateLimit, SimulatedStore,
     SimulatedStoreConfig, StoreStats,
@@ -329,6 +329,24 @@ pub async fn assert_released_beside(
         );
     }
     assert_eq!(pool.reserved(), held, "{what}: memory pool reservation");
+}
+
+/// Nothing of `plan`'s scans is left staged, running, reserved or held.
+pub async fn assert_nothing_left(fx: &Fixture, plan: &Arc<dyn ExecutionPlan>, what: &str) {
+    assert_released(&prefetch_stats(plan), fx.pool.as_ref(), what).await;
+    let governor = PrefetchGovernor::of(&fx.ctx.runtime_env());
+    for _ in 0..300 {
+        if governor.held_bytes() == 0 && governor.live_scans() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        (governor.held_bytes(), governor.live_scans()),
+        (0, 0),
+        "{what}: {governor:?}"
+    );
+    assert_eq!(governor.staged_over_held_violations(), 0, "{what}");
 }
 
 /// The value of metric `name` in an `EXPLAIN ANALYZE` text, which prints
